@@ -1,0 +1,44 @@
+// Output-coordinate rules of the three convolutions (cross-correlation, as
+// torch.nn.functional.conv3d). Shared by every backend so the map builders agree
+// bit for bit.
+#pragma once
+#include "coord_pack.h"
+#include "kernel_offsets.h"
+
+namespace mxs {
+
+// Spatial output extent of a strided conv: floor((in + 2p - d(k-1) - 1)/s) + 1.
+// May be <= 0; callers reject that as an empty output shape.
+MXS_INLINE int64_t conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  // floor division that is also right for a negative span
+  const int64_t q = span >= 0 ? span / s : -((-span + s - 1) / s);
+  return q + 1;
+}
+
+// Strided conv: input i feeds output o through kernel position kp iff
+// i = o*s - p + kp*d per axis. Given i and kp, o = (i + p - kp*d) / s must be an
+// exact, in-range quotient. Returns false when this offset reaches no output.
+MXS_INLINE bool conv_output_of(const ConvGeometry& g, const Grid& out,
+                               const int64_t* in_c, const int64_t* kp, int64_t* out_c) {
+  for (int d = 0; d < g.ndim; ++d) {
+    const int64_t num = in_c[d] + g.padding[d] - kp[d] * g.dilation[d];
+    if (num < 0 || num % g.stride[d] != 0) return false;
+    out_c[d] = num / g.stride[d];
+    if (out_c[d] >= out.shape[d]) return false;
+  }
+  return true;
+}
+
+// Submanifold conv: output o reads input o + (kp - k/2)*d per axis (kernel centred
+// at k//2, so an even kernel reaches one more step backwards than forwards).
+MXS_INLINE bool subm_input_of(const ConvGeometry& g, const Grid& grid,
+                              const int64_t* out_c, const int64_t* kp, int64_t* in_c) {
+  for (int d = 0; d < g.ndim; ++d) {
+    in_c[d] = out_c[d] + (kp[d] - g.kernel[d] / 2) * g.dilation[d];
+    if (in_c[d] < 0 || in_c[d] >= grid.shape[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace mxs

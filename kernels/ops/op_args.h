@@ -1,0 +1,98 @@
+// Host-side conversion of op arguments into the plain structs of kernels/common,
+// with the argument checks every backend shares. Messages name the argument, the
+// expectation and what came, because they surface as Python exceptions.
+#pragma once
+#include <torch/types.h>
+#include <c10/util/Exception.h>
+#include <sstream>
+#include <string>
+#include <vector>
+#include "../common/conv_rules.h"
+
+namespace mxs {
+
+inline std::string list_str(c10::IntArrayRef v) {
+  std::ostringstream s;
+  s << "[";
+  for (size_t i = 0; i < v.size(); ++i) s << (i ? ", " : "") << v[i];
+  s << "]";
+  return s.str();
+}
+
+inline Grid make_grid(c10::IntArrayRef spatial_shape, int64_t batch_size) {
+  const int64_t nd = static_cast<int64_t>(spatial_shape.size());
+  TORCH_CHECK_VALUE(nd >= 1 && nd <= kMaxSpatialDims, "spatial_shape: expected 1 to ",
+                    kMaxSpatialDims, " dimensions, got ", nd, " (", list_str(spatial_shape), ")");
+  TORCH_CHECK_VALUE(batch_size >= 1, "batch_size: expected >= 1, got ", batch_size);
+  Grid g;
+  g.ndim = static_cast<int>(nd);
+  for (int d = 0; d < g.ndim; ++d) {
+    TORCH_CHECK_VALUE(spatial_shape[d] >= 1, "spatial_shape: expected every dimension >= 1, got ",
+                      list_str(spatial_shape));
+    g.shape[d] = spatial_shape[d];
+  }
+  TORCH_CHECK_VALUE(grid_fits_int64(g, batch_size), "spatial_shape: batch_size (", batch_size,
+                    ") x prod(spatial_shape ", list_str(spatial_shape),
+                    ") exceeds the int64 voxel-key range; use a smaller grid or batch");
+  return g;
+}
+
+inline void fill_axis_arg(const char* name, c10::IntArrayRef v, int ndim, int64_t min_value,
+                          int64_t* out) {
+  TORCH_CHECK_VALUE(static_cast<int>(v.size()) == ndim, name, ": expected ", ndim,
+                    " values (one per spatial axis), got ", list_str(v));
+  for (int d = 0; d < ndim; ++d) {
+    TORCH_CHECK_VALUE(v[d] >= min_value, name, ": expected every value >= ", min_value, ", got ",
+                      list_str(v));
+    out[d] = v[d];
+  }
+}
+
+inline ConvGeometry make_geometry(int ndim, c10::IntArrayRef kernel_size, c10::IntArrayRef stride,
+                                  c10::IntArrayRef padding, c10::IntArrayRef dilation) {
+  ConvGeometry g;
+  g.ndim = ndim;
+  fill_axis_arg("kernel_size", kernel_size, ndim, 1, g.kernel);
+  fill_axis_arg("stride", stride, ndim, 1, g.stride);
+  fill_axis_arg("padding", padding, ndim, 0, g.padding);
+  fill_axis_arg("dilation", dilation, ndim, 1, g.dilation);
+  return g;
+}
+
+inline Grid conv_output_grid(const Grid& in, const ConvGeometry& g, c10::IntArrayRef spatial_shape) {
+  Grid out;
+  out.ndim = in.ndim;
+  for (int d = 0; d < in.ndim; ++d) {
+    out.shape[d] = conv_out_extent(in.shape[d], g.kernel[d], g.stride[d], g.padding[d], g.dilation[d]);
+    TORCH_CHECK_VALUE(out.shape[d] >= 1, "spatial_shape: the convolution output is empty on axis ", d,
+                      " (input ", list_str(spatial_shape), ", kernel ", g.kernel[d], ", stride ",
+                      g.stride[d], ", padding ", g.padding[d], ", dilation ", g.dilation[d], ")");
+  }
+  return out;
+}
+
+inline void check_indices(const at::Tensor& indices, int ndim) {
+  TORCH_CHECK_VALUE(indices.scalar_type() == at::kInt, "indices: expected dtype int32, got ",
+                    indices.scalar_type());
+  TORCH_CHECK_VALUE(indices.dim() == 2 && indices.size(1) == 1 + ndim, "indices: expected shape [N, ",
+                    1 + ndim, "] (batch + ", ndim, " spatial coordinates), got ", indices.sizes());
+}
+
+inline void check_map(const at::Tensor& nbr, const char* name) {
+  TORCH_CHECK_VALUE(nbr.scalar_type() == at::kInt && nbr.dim() == 2, name,
+                    ": expected an int32 neighbor map [M, K], got ", nbr.scalar_type(), " ",
+                    nbr.sizes());
+}
+
+// Shared shape checks of gather_mm / gather_mm_backprop_filter.
+inline void check_gather_operands(const at::Tensor& features, const at::Tensor& nbr,
+                                  const at::Tensor& nbr_t, int64_t groups) {
+  check_map(nbr, "nbr");
+  check_map(nbr_t, "nbr_t");
+  TORCH_CHECK_VALUE(features.dim() == 2, "features: expected [N, C], got ", features.sizes());
+  TORCH_CHECK_VALUE(groups >= 1, "groups: expected >= 1, got ", groups);
+  TORCH_CHECK_VALUE(nbr_t.size(1) == nbr.size(1), "nbr_t: expected ", nbr.size(1),
+                    " kernel offsets like nbr, got ", nbr_t.size(1));
+}
+
+}  // namespace mxs

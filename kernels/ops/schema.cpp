@@ -1,0 +1,29 @@
+// The one declaration of every mx_sparse operator. Backends add implementations
+// under their dispatch key (CPU here, CUDA in kernels/cuda, PrivateUse1 in
+// kernels/ascend); autograd is attached once in autograd.cpp; fake (meta) kernels
+// are registered from Python (mx_sparse/_ops.py) because the strided map has a
+// data-dependent number of rows.
+//
+// Neighbor map contract: nbr[M, K] int32, nbr[m, k] = input row that weight slice
+// W[k] multiplies for output row m, or -1. Offsets k run over the kernel window in
+// row-major order of kernel_size. Weights are [K, Cin/groups, Cout].
+#include <torch/library.h>
+
+TORCH_LIBRARY(mx_sparse, m) {
+  // Submanifold map: outputs are the input rows, in input order.
+  m.def("build_subm_map(Tensor indices, int[] spatial_shape, int batch_size, "
+        "int[] kernel_size, int[] dilation) -> Tensor");
+  // Strided-conv map: returns (out_indices [M, 1+ndim] int32 sorted by
+  // (batch, *spatial), nbr [M, K]).
+  m.def("build_conv_map(Tensor indices, int[] spatial_shape, int batch_size, "
+        "int[] kernel_size, int[] stride, int[] padding, int[] dilation) -> (Tensor, Tensor)");
+  // nbr_t[i, k] = m where nbr[m, k] = i (each (i, k) has at most one m).
+  m.def("transpose_map(Tensor nbr, int num_rows) -> Tensor");
+  // out[m] = sum_k features[nbr[m, k]] @ weight[k]   (per group).
+  // nbr_t is not read by the forward; it is the map autograd needs for the
+  // input gradient, passed in so it is built once per indice_key.
+  m.def("gather_mm(Tensor features, Tensor weight, Tensor nbr, Tensor nbr_t, int groups) -> Tensor");
+  // dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]   (per group).
+  m.def("gather_mm_backprop_filter(Tensor features, Tensor grad, Tensor nbr, Tensor nbr_t, "
+        "int groups) -> Tensor");
+}

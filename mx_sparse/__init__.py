@@ -1,0 +1,21 @@
+"""mx_sparse: sparse 3D convolution for LiDAR networks (mx_driving API) on Ascend NPU,
+CUDA and CPU. The device of the tensors picks the backend through the PyTorch
+dispatcher."""
+from . import _ops  # noqa: F401  (loads the compiled ops first)
+from . import functional
+from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,
+                   SparseInverseConv1d, SparseInverseConv2d, SparseInverseConv3d, SparseInverseConv4d,
+                   SubMConv1d, SubMConv2d, SubMConv3d, SubMConv4d)
+from .device import best_device
+from .modules import SparseModule, SparseSequential, ToDense
+from .sparse_tensor import SparseConvTensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SparseConvTensor", "SparseConvolution", "SparseModule", "SparseSequential", "ToDense",
+    "SparseConv1d", "SparseConv2d", "SparseConv3d", "SparseConv4d",
+    "SubMConv1d", "SubMConv2d", "SubMConv3d", "SubMConv4d",
+    "SparseInverseConv1d", "SparseInverseConv2d", "SparseInverseConv3d", "SparseInverseConv4d",
+    "functional", "best_device",
+]

@@ -1,0 +1,65 @@
+"""Loads the compiled operators and registers their fake (meta) kernels.
+
+The op schema, the per-device kernels and autograd live in C++ (kernels/);
+importing ``mx_sparse._C`` registers them as ``torch.ops.mx_sparse.*``. The fake
+kernels are here because ``build_conv_map`` returns a data-dependent number of
+rows, which torch expresses with an unbacked symbolic size.
+"""
+import torch
+
+from . import _C  # noqa: F401  (registers torch.ops.mx_sparse.*)
+
+ops = torch.ops.mx_sparse
+
+
+def _register_fake(name):
+    register = getattr(torch.library, "register_fake", None) or getattr(torch.library, "impl_abstract", None)
+    if register is None:  # torch < 2.2: no FakeTensor support to register with
+        return lambda fn: fn
+    return register("mx_sparse::" + name)
+
+
+def _data_dependent_size():
+    get_ctx = getattr(torch.library, "get_ctx", None)
+    ctx = get_ctx()
+    new_size = getattr(ctx, "new_dynamic_size", None) or ctx.create_unbacked_symint
+    return new_size()
+
+
+def _kernel_volume(kernel_size):
+    volume = 1
+    for k in kernel_size:
+        volume *= k
+    return volume
+
+
+@_register_fake("build_subm_map")
+def _build_subm_map_fake(indices, spatial_shape, batch_size, kernel_size, dilation):
+    return indices.new_empty((indices.shape[0], _kernel_volume(kernel_size)))
+
+
+@_register_fake("build_conv_map")
+def _build_conv_map_fake(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+    m = _data_dependent_size()
+    return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))))
+
+
+@_register_fake("transpose_map")
+def _transpose_map_fake(nbr, num_rows):
+    return nbr.new_empty((num_rows, nbr.shape[1]))
+
+
+@_register_fake("gather_mm")
+def _gather_mm_fake(features, weight, nbr, nbr_t, groups):
+    return features.new_empty((nbr.shape[0], weight.shape[2]))
+
+
+@_register_fake("gather_mm_backprop_filter")
+def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups):
+    return features.new_empty((nbr.shape[1], features.shape[1] // groups, grad.shape[1]))
+
+
+def has_kernel(device_type: str) -> bool:
+    """True when this build has mx_sparse kernels for ``device_type`` ('cpu', 'cuda', 'npu')."""
+    key = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}.get(device_type)
+    return key is not None and torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", key)

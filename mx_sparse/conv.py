@@ -1,0 +1,234 @@
+"""Sparse convolutions: SparseConvolution and its named 1D-4D forms (strided,
+submanifold, inverse). A layer finds or builds its neighbor map (cached under
+``indice_key``) and runs one ``gather_mm``; autograd lives on the op."""
+import copy
+import math
+from typing import Tuple
+
+import torch
+from torch import nn
+
+from . import functional as F
+from . import validation
+from .indice_data import IndiceData, same_voxels
+from .modules import SparseModule
+from .sparse_tensor import SparseConvTensor
+from .weight_init import INITIALIZERS
+
+
+def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation):
+    return [(s + 2 * p - d * (k - 1) - 1) // st + 1
+            for s, k, st, p, d in zip(spatial_shape, kernel_size, stride, padding, dilation)]
+
+
+class SparseConvolution(SparseModule):
+    """Sparse convolution over ``ndim`` spatial axes (cross-correlation, like
+    ``torch.nn.functional.conv3d``). Weight ``[*kernel_size, in_channels/groups,
+    out_channels]``. ``subm=True``: outputs are the input voxels; ``inverse=True``:
+    transposes the map of the strided conv with the same ``indice_key`` and returns
+    to that conv's input voxels."""
+
+    def __init__(self, ndim, in_channels, out_channels, kernel_size=3, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, subm=False, output_padding=0, transposed=False, inverse=False,
+                 indice_key=None, fused_bn=False, mode="mmcv"):
+        super().__init__()
+        if ndim not in (1, 2, 3, 4):
+            raise ValueError(f"ndim: expected 1, 2, 3 or 4, got {ndim!r}")
+        validation.channels(in_channels, out_channels, groups)
+        if mode not in INITIALIZERS:
+            raise ValueError(f"mode: expected one of {sorted(INITIALIZERS)}, got {mode!r}")
+        if transposed:
+            raise NotImplementedError("transposed=True (SparseConvTranspose) is not implemented yet; "
+                                      "use inverse=True to return to the voxels of a strided conv")
+        if subm and inverse:
+            raise ValueError("subm and inverse: a layer can be submanifold or inverse, not both")
+        if inverse and indice_key is None:
+            raise ValueError("indice_key: an inverse convolution needs the indice_key of the strided conv it inverts")
+        self.ndim, self.in_channels, self.out_channels = ndim, in_channels, out_channels
+        self.kernel_size = validation.per_axis("kernel_size", kernel_size, ndim, 1)
+        self.stride = validation.per_axis("stride", stride, ndim, 1)
+        self.padding = validation.per_axis("padding", padding, ndim, 0)
+        self.dilation = validation.per_axis("dilation", dilation, ndim, 1)
+        self.output_padding = validation.per_axis("output_padding", output_padding, ndim, 0)
+        self.groups, self.subm, self.inverse, self.transposed = groups, subm, inverse, transposed
+        self.indice_key, self.fused_bn, self.mode = indice_key, fused_bn, mode
+        self.weight = nn.Parameter(torch.empty(*self.kernel_size, in_channels // groups, out_channels))
+        if bias:
+            self.bias = nn.Parameter(torch.empty(out_channels))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    @property
+    def kernel_volume(self) -> int:
+        return math.prod(self.kernel_size)
+
+    def reset_parameters(self):
+        INITIALIZERS[self.mode](self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        kind = "subm" if self.subm else "inverse" if self.inverse else "strided"
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"padding={self.padding}, dilation={self.dilation}, groups={self.groups}, {kind}, "
+                f"indice_key={self.indice_key!r}, mode={self.mode!r}")
+
+    def forward(self, x: SparseConvTensor) -> SparseConvTensor:
+        self._check_input(x)
+        data = self._indice_data(x)
+        if self.inverse:
+            nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
+        else:
+            nbr, nbr_t, out_indices, out_shape = data.nbr, data.nbr_t, data.out_indices, data.out_spatial_shape
+        weight = self.weight.reshape(self.kernel_volume, self.in_channels // self.groups, self.out_channels)
+        features = F.gather_mm(x.features, weight.to(x.features.dtype), nbr, nbr_t, self.groups)
+        if self.bias is not None:
+            features = features + self.bias.to(features.dtype)
+        out = SparseConvTensor(features, out_indices, out_shape, x.batch_size, x.grid)
+        out.indice_dict = x.indice_dict
+        return out
+
+    def _check_input(self, x):
+        if not isinstance(x, SparseConvTensor):
+            raise TypeError(f"input: expected a SparseConvTensor, got {type(x).__name__}")
+        if x.ndim != self.ndim:
+            raise ValueError(f"input: expected a {self.ndim}D SparseConvTensor for {type(self).__name__}, got "
+                             f"spatial_shape {x.spatial_shape}")
+        if x.features.shape[1] != self.in_channels:
+            raise ValueError(f"input.features: expected {self.in_channels} channels (in_channels), "
+                             f"got {x.features.shape[1]}")
+
+    def _indice_data(self, x) -> IndiceData:
+        cached = x.find_indice_pair(self.indice_key)
+        if self.inverse:
+            return self._inverse_data(x, cached)
+        if cached is not None:
+            self._check_reuse(x, cached)
+            return cached
+        data = self._build_subm(x) if self.subm else self._build_conv(x)
+        if self.indice_key is not None:
+            x.indice_dict[self.indice_key] = data
+        return data
+
+    def _geometry(self) -> Tuple:
+        if self.subm:  # stride and padding do not apply to submanifold layers
+            return self.kernel_size, (1,) * self.ndim, (0,) * self.ndim, self.dilation
+        return self.kernel_size, self.stride, self.padding, self.dilation
+
+    def _build_subm(self, x) -> IndiceData:
+        nbr = F.build_subm_map(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.dilation)
+        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
+        return IndiceData("subm", x.indices, x.indices, nbr, nbr_t, x.spatial_shape, x.spatial_shape,
+                          *self._geometry())
+
+    def _build_conv(self, x) -> IndiceData:
+        out_indices, nbr = F.build_conv_map(x.indices, x.spatial_shape, x.batch_size, self.kernel_size,
+                                            self.stride, self.padding, self.dilation)
+        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
+        out_shape = conv_output_shape(x.spatial_shape, self.kernel_size, self.stride, self.padding, self.dilation)
+        return IndiceData("conv", x.indices, out_indices, nbr, nbr_t, x.spatial_shape, out_shape, *self._geometry())
+
+    def _check_reuse(self, x, cached: IndiceData):
+        kind = "subm" if self.subm else "conv"
+        key = self.indice_key
+        if cached.kind != kind:
+            raise ValueError(f"indice_key {key!r}: holds a {cached.kind} map, but {type(self).__name__} needs a "
+                             f"{kind} map; use a different key")
+        if (cached.kernel_size, cached.stride, cached.padding, cached.dilation) != self._geometry():
+            raise ValueError(f"indice_key {key!r}: cached {cached.describe()} does not match this layer "
+                             f"(kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                             f"dilation={self.dilation})")
+        if cached.in_spatial_shape != x.spatial_shape or not same_voxels(cached.in_indices, x.indices):
+            raise ValueError(f"indice_key {key!r}: the cached map was built for other voxels "
+                             f"(spatial_shape {cached.in_spatial_shape}, {cached.in_indices.shape[0]} voxels); "
+                             f"this input has spatial_shape {x.spatial_shape}, {x.indices.shape[0]} voxels")
+
+    def _inverse_data(self, x, cached) -> IndiceData:
+        key = self.indice_key
+        if cached is None:
+            raise ValueError(f"indice_key {key!r}: not found; {type(self).__name__} must follow a strided "
+                             f"SparseConv with indice_key={key!r} applied to this tensor's history")
+        if cached.kind != "conv":
+            raise ValueError(f"indice_key {key!r}: holds a {cached.kind} map; an inverse conv needs the key of a "
+                             f"strided (non-submanifold) SparseConv")
+        if cached.kernel_size != self.kernel_size:
+            raise ValueError(f"indice_key {key!r}: kernel_size {self.kernel_size} differs from the "
+                             f"{cached.kernel_size} of the conv being inverted")
+        if cached.out_spatial_shape != x.spatial_shape or not same_voxels(cached.out_indices, x.indices):
+            raise ValueError(f"indice_key {key!r}: input voxels differ from the output voxels of the conv "
+                             f"being inverted ({cached.out_indices.shape[0]} voxels in {cached.out_spatial_shape}, "
+                             f"got {x.indices.shape[0]} in {x.spatial_shape})")
+        return cached
+
+
+def fuse_batchnorm(conv: SparseConvolution, bn: nn.BatchNorm1d) -> SparseConvolution:
+    """A copy of ``conv`` computing ``bn(conv(x))`` with bn's running statistics."""
+    fused = copy.deepcopy(conv)
+    with torch.no_grad():
+        scale = bn.weight / torch.sqrt(bn.running_var + bn.eps) if bn.affine else \
+            1 / torch.sqrt(bn.running_var + bn.eps)
+        shift = -bn.running_mean * scale + (bn.bias if bn.affine else 0)
+        if conv.bias is not None:
+            shift = shift + conv.bias * scale
+        fused.weight.mul_(scale)
+        fused.bias = nn.Parameter(shift.to(conv.weight.dtype))
+    return fused
+
+
+def _named(ndim: int, subm: bool = False, inverse: bool = False):
+    """Builds the named classes (SubMConv3d, ...) that fix ndim and the kind and keep
+    mx_driving's positional argument order."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, indice_key=None, mode="mmcv"):
+        SparseConvolution.__init__(self, ndim, in_channels, out_channels, kernel_size, stride, padding, dilation,
+                                   groups, bias, subm=subm, inverse=inverse, indice_key=indice_key, mode=mode)
+
+    return __init__
+
+
+class SparseConv1d(SparseConvolution):
+    __init__ = _named(1)
+
+
+class SparseConv2d(SparseConvolution):
+    __init__ = _named(2)
+
+
+class SparseConv3d(SparseConvolution):
+    __init__ = _named(3)
+
+
+class SparseConv4d(SparseConvolution):
+    __init__ = _named(4)
+
+
+class SubMConv1d(SparseConvolution):
+    __init__ = _named(1, subm=True)
+
+
+class SubMConv2d(SparseConvolution):
+    __init__ = _named(2, subm=True)
+
+
+class SubMConv3d(SparseConvolution):
+    __init__ = _named(3, subm=True)
+
+
+class SubMConv4d(SparseConvolution):
+    __init__ = _named(4, subm=True)
+
+
+class SparseInverseConv1d(SparseConvolution):
+    __init__ = _named(1, inverse=True)
+
+
+class SparseInverseConv2d(SparseConvolution):
+    __init__ = _named(2, inverse=True)
+
+
+class SparseInverseConv3d(SparseConvolution):
+    __init__ = _named(3, inverse=True)
+
+
+class SparseInverseConv4d(SparseConvolution):
+    __init__ = _named(4, inverse=True)

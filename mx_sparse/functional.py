@@ -1,0 +1,46 @@
+"""Functional form of the operators: thin, documented calls of ``torch.ops.mx_sparse``.
+
+Neighbor map: ``nbr[M, K]`` int32; ``nbr[m, k]`` is the input row that weight
+slice ``W[k]`` multiplies for output row ``m``, or -1. ``k`` runs over the kernel
+window in row-major order of ``kernel_size``. Weights are ``[K, Cin/groups, Cout]``.
+"""
+from typing import Sequence, Tuple
+
+import torch
+
+from ._ops import ops
+
+
+def build_subm_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                   kernel_size: Sequence[int], dilation: Sequence[int]) -> torch.Tensor:
+    """Submanifold map ``[N, K]``: output row i is input row i; ``nbr[i, k]`` is the input at
+    ``coord_i + (kernel_pos(k) - kernel_size // 2) * dilation``."""
+    return ops.build_subm_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(dilation))
+
+
+def build_conv_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                   kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                   dilation: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Strided-conv map. Returns ``(out_indices [M, 1+ndim], nbr [M, K])``; outputs are every
+    in-range ``o`` with ``i = o*stride - padding + kernel_pos(k)*dilation`` for some active ``i``,
+    sorted by (batch, *spatial)."""
+    return ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                              list(padding), list(dilation))
+
+
+def transpose_map(nbr: torch.Tensor, num_rows: int) -> torch.Tensor:
+    """``nbr_t[num_rows, K]`` with ``nbr_t[i, k] = m`` wherever ``nbr[m, k] = i``."""
+    return ops.transpose_map(nbr, num_rows)
+
+
+def gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor, nbr_t: torch.Tensor,
+              groups: int = 1) -> torch.Tensor:
+    """``out[m] = sum_k features[nbr[m, k]] @ weight[k]`` (per group); differentiable in
+    ``features`` and ``weight`` (the input gradient uses ``nbr_t``)."""
+    return ops.gather_mm(features, weight, nbr, nbr_t, groups)
+
+
+def gather_mm_backprop_filter(features: torch.Tensor, grad: torch.Tensor, nbr: torch.Tensor,
+                              nbr_t: torch.Tensor, groups: int = 1) -> torch.Tensor:
+    """Weight gradient ``dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]``, shape ``[K, Cin/groups, Cout]``."""
+    return ops.gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups)

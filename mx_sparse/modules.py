@@ -1,0 +1,86 @@
+"""Containers and helpers for sparse networks: SparseModule (marker base class),
+SparseSequential (runs sparse layers and plain per-voxel layers such as
+BatchNorm1d/ReLU on the features), ToDense."""
+import copy
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+from .sparse_tensor import SparseConvTensor
+
+
+class SparseModule(nn.Module):
+    """Base class of modules that take and return a SparseConvTensor."""
+
+
+def is_sparse_module(module) -> bool:
+    return isinstance(module, SparseModule)
+
+
+class SparseSequential(SparseModule):
+    """Like ``nn.Sequential``; non-sparse modules act on ``features`` (skipped when the
+    tensor has no voxels, so an empty batch flows through BatchNorm)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, module in args[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+        for name, module in kwargs.items():
+            if name in self._modules:
+                raise ValueError(f"SparseSequential: name {name!r} is used twice")
+            self.add_module(name, module)
+
+    def __getitem__(self, idx):
+        modules = list(self._modules.values())
+        if isinstance(idx, slice):
+            return SparseSequential(OrderedDict(list(self._modules.items())[idx]))
+        return modules[idx]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def add(self, module, name=None):
+        self.add_module(str(len(self._modules)) if name is None else name, module)
+
+    def forward(self, x):
+        for module in self._modules.values():
+            if is_sparse_module(module) or not isinstance(x, SparseConvTensor):
+                x = module(x)
+            elif x.indices.shape[0] > 0:
+                x = x.replace_feature(module(x.features))
+        return x
+
+    def fused(self) -> "SparseSequential":
+        """A copy in which every sparse convolution directly followed by a BatchNorm1d
+        carries the normalisation in its weight and bias (inference only: uses the
+        running statistics). Nested SparseSequentials are fused too."""
+        from .conv import SparseConvolution, fuse_batchnorm
+
+        items = list(self._modules.items())
+        out, i = OrderedDict(), 0
+        while i < len(items):
+            name, module = items[i]
+            nxt = items[i + 1][1] if i + 1 < len(items) else None
+            if isinstance(module, SparseConvolution) and isinstance(nxt, nn.BatchNorm1d):
+                out[name] = fuse_batchnorm(module, nxt)
+                i += 2
+                continue
+            out[name] = module.fused() if isinstance(module, SparseSequential) else copy.deepcopy(module)
+            i += 1
+        return SparseSequential(out)
+
+
+class ToDense(SparseModule):
+    """SparseConvTensor -> dense ``[B, C, *spatial]``."""
+
+    def __init__(self, channels_first: bool = True):
+        super().__init__()
+        self.channels_first = channels_first
+
+    def forward(self, x: SparseConvTensor) -> torch.Tensor:
+        return x.dense(self.channels_first)

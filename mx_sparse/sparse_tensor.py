@@ -1,0 +1,77 @@
+"""SparseConvTensor: active voxels as ``features [N, C]`` and ``indices [N, 1+ndim]``
+(rows ``(batch, *spatial)``, int32), plus the grid they live in and the cache of
+neighbor maps shared by every layer that processes them (``indice_dict``)."""
+import math
+from typing import List, Optional, Sequence
+
+import torch
+
+from . import validation
+
+
+class SparseConvTensor:
+    def __init__(self, features: torch.Tensor, indices: torch.Tensor, spatial_shape: Sequence[int],
+                 batch_size: int, grid: Optional[torch.Tensor] = None):
+        self.spatial_shape: List[int] = validation.spatial_shape(spatial_shape)
+        self.indices = validation.indices(indices, len(self.spatial_shape))
+        self.batch_size = validation.batch_size(batch_size)
+        self.features = features
+        self.indice_dict: dict = {}
+        self.grid = grid
+
+    @property
+    def features(self) -> torch.Tensor:
+        return self._features
+
+    @features.setter
+    def features(self, value: torch.Tensor) -> None:
+        self._features = validation.features(value, self.indices.shape[0])
+
+    @property
+    def ndim(self) -> int:
+        return len(self.spatial_shape)
+
+    @property
+    def spatial_size(self) -> int:
+        return math.prod(self.spatial_shape)
+
+    @property
+    def sparity(self) -> float:
+        """Fraction of the grid that is active (name kept from mx_driving/spconv)."""
+        return self.indices.shape[0] / self.spatial_size / self.batch_size
+
+    def find_indice_pair(self, key):
+        if key is None:
+            return None
+        return self.indice_dict.get(key)
+
+    def replace_feature(self, features: torch.Tensor) -> "SparseConvTensor":
+        """Same voxels and cached maps, new features."""
+        out = SparseConvTensor(features, self.indices, self.spatial_shape, self.batch_size, self.grid)
+        out.indice_dict = self.indice_dict
+        return out
+
+    def dense(self, channels_first: bool = True) -> torch.Tensor:
+        """``[B, C, *spatial]`` (or ``[B, *spatial, C]``); inactive voxels are zero."""
+        c = self.features.shape[1]
+        out = self.features.new_zeros([self.batch_size] + self.spatial_shape + [c])
+        idx = self.indices.long()
+        out[tuple(idx[:, d] for d in range(idx.shape[1]))] = self.features
+        if channels_first:
+            out = out.movedim(-1, 1).contiguous()
+        return out
+
+    @classmethod
+    def from_dense(cls, x: torch.Tensor) -> "SparseConvTensor":
+        """From a channels-last dense tensor ``[B, *spatial, C]`` (spconv's convention);
+        voxels whose channels are all zero are inactive."""
+        if x.dim() < 3:
+            raise ValueError(f"x: expected [B, *spatial, C] with 1 to 4 spatial dims, got {list(x.shape)}")
+        active = (x != 0).any(dim=-1)
+        idx = active.nonzero().int()
+        return cls(x[active], idx, list(x.shape[1:-1]), x.shape[0])
+
+    def __repr__(self) -> str:
+        return (f"SparseConvTensor(N={self.indices.shape[0]}, C={self.features.shape[1]}, "
+                f"spatial_shape={self.spatial_shape}, batch_size={self.batch_size}, "
+                f"dtype={self.features.dtype}, device={self.features.device})")
