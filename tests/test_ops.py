@@ -1,0 +1,96 @@
+"""The operator layer: maps against brute-force Python definitions, the transpose,
+fake (meta) kernels under FakeTensor, and torch.compile tracing."""
+import itertools
+
+import pytest
+import torch
+
+import mx_sparse
+from mx_sparse import functional as F
+from helpers import random_voxels
+
+
+def brute_force_conv_map(idx, shape, k, s, p, d):
+    rows = [tuple(r) for r in idx.tolist()]
+    out = {}
+    for i, (b, *c) in enumerate(rows):
+        for kk, kp in enumerate(itertools.product(*[range(x) for x in k])):
+            num = [ci + pi - ki * di for ci, pi, ki, di in zip(c, p, kp, d)]
+            if any(n < 0 or n % si for n, si in zip(num, s)):
+                continue
+            o = tuple(n // si for n, si in zip(num, s))
+            out_shape = [(x + 2 * pi - di * (ki - 1) - 1) // si + 1 for x, ki, si, pi, di in zip(shape, k, s, p, d)]
+            if all(oi < e for oi, e in zip(o, out_shape)):
+                out.setdefault((b, *o), {})[kk] = i
+    keys = sorted(out)
+    nbr = torch.full((len(keys), len(list(itertools.product(*[range(x) for x in k])))), -1, dtype=torch.int32)
+    for m, key in enumerate(keys):
+        for kk, i in out[key].items():
+            nbr[m, kk] = i
+    return torch.tensor(keys, dtype=torch.int32).reshape(-1, 1 + len(shape)), nbr
+
+
+@pytest.mark.parametrize("k,s,p,d", [((3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1)),
+                                     ((2, 3, 1), (1, 2, 3), (0, 1, 0), (2, 1, 1))])
+def test_conv_map_and_transpose_match_definition(k, s, p, d):
+    shape = [5, 6, 7]
+    idx = random_voxels(shape, 2, density=0.2, seed=3)
+    out_idx, nbr = F.build_conv_map(idx, shape, 2, k, s, p, d)
+    ref_idx, ref_nbr = brute_force_conv_map(idx, shape, k, s, p, d)
+    assert torch.equal(out_idx, ref_idx) and torch.equal(nbr, ref_nbr)
+    t = F.transpose_map(nbr, idx.shape[0])
+    for m, kk in (nbr >= 0).nonzero().tolist():
+        assert t[nbr[m, kk], kk] == m
+    assert (t >= 0).sum() == (nbr >= 0).sum()
+
+
+def test_subm_map_matches_definition():
+    shape = [4, 5, 6]
+    idx = random_voxels(shape, 1, density=0.3, seed=5)
+    nbr = F.build_subm_map(idx, shape, 1, [3, 2, 1], [1, 2, 1])
+    lookup = {tuple(r): i for i, r in enumerate(idx.tolist())}
+    for i, (b, *c) in enumerate(idx.tolist()):
+        for kk, kp in enumerate(itertools.product(range(3), range(2), range(1))):
+            # centre k//2: offsets (kp - k//2) * dilation
+            q = (b, c[0] + kp[0] - 1, c[1] + (kp[1] - 1) * 2, c[2] + kp[2])
+            assert nbr[i, kk] == lookup.get(q, -1)
+
+
+def test_fake_kernels_trace_under_fake_tensor_mode():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    idx = random_voxels([4, 4, 4], 1, density=0.3)
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        fidx = mode.from_tensor(idx)
+        nbr = F.build_subm_map(fidx, [4, 4, 4], 1, [3, 3, 3], [1, 1, 1])
+        assert tuple(nbr.shape) == (idx.shape[0], 27)
+        out_idx, cmap = F.build_conv_map(fidx, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+        assert cmap.shape[1] == 27 and out_idx.shape[1] == 4
+        feats = torch.empty(idx.shape[0], 5)
+        w = torch.empty(27, 5, 7)
+        y = F.gather_mm(feats, w, nbr, F.transpose_map(nbr, idx.shape[0]), 1)
+        assert tuple(y.shape) == (idx.shape[0], 7)
+        dw = F.gather_mm_backprop_filter(feats, y, nbr, nbr, 1)
+        assert tuple(dw.shape) == (27, 5, 7)
+
+
+def test_torch_compile_of_gather_mm_matches_eager():
+    idx = random_voxels([5, 5, 5], 1, density=0.3)
+    nbr = F.build_subm_map(idx, [5, 5, 5], 1, [3, 3, 3], [1, 1, 1])
+    nbr_t = F.transpose_map(nbr, idx.shape[0])
+    feats = torch.randn(idx.shape[0], 4)
+    w = torch.randn(27, 4, 6)
+
+    def layer(f, w):
+        return torch.relu(F.gather_mm(f, w, nbr, nbr_t, 1)) * 2
+
+    compiled = torch.compile(layer, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(feats, w), layer(feats, w))
+
+
+def test_ops_are_registered_with_schema():
+    for name in ["build_subm_map", "build_conv_map", "transpose_map", "gather_mm", "gather_mm_backprop_filter"]:
+        assert hasattr(torch.ops.mx_sparse, name)
+    assert mx_sparse._ops.has_kernel("cpu")
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", "Autograd") or \
+        torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", "AutogradCPU")

@@ -1,0 +1,58 @@
+"""SparseSequential, fused() (conv + BatchNorm1d folding) and ToDense."""
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+import mx_sparse
+from helpers import random_features, random_voxels
+
+
+def make_input(seed=0):
+    idx = random_voxels([6, 6, 6], 2, density=0.3, seed=seed)
+    return mx_sparse.SparseConvTensor(random_features(idx.shape[0], 4, torch.float32), idx, [6, 6, 6], 2)
+
+
+def trained_stats_net():
+    torch.manual_seed(0)
+    net = mx_sparse.SparseSequential(
+        mx_sparse.SubMConv3d(4, 8, 3, indice_key="s1"), nn.BatchNorm1d(8), nn.ReLU(),
+        mx_sparse.SparseSequential(mx_sparse.SparseConv3d(8, 8, 3, stride=2, padding=1, bias=False),
+                                   nn.BatchNorm1d(8)),
+        mx_sparse.SubMConv3d(8, 4, 3), nn.BatchNorm1d(4, affine=False))
+    net.train()
+    for s in range(3):  # give BatchNorm non-trivial running statistics
+        net(make_input(s))
+    return net.eval()
+
+
+def test_sequential_applies_dense_modules_to_features():
+    net = trained_stats_net()
+    x = make_input(7)
+    y = net(x)
+    manual = net[0](x)
+    manual = manual.replace_feature(net[2](net[1](manual.features)))
+    manual = net[3](manual)
+    manual = net[4](manual)
+    manual = manual.replace_feature(net[5](manual.features))
+    torch.testing.assert_close(y.features, manual.features, rtol=0, atol=0)
+
+
+def test_fused_matches_unfused_in_eval():
+    net = trained_stats_net()
+    fused = net.fused()
+    kinds = [type(m).__name__ for m in fused.modules()]
+    assert "BatchNorm1d" not in kinds
+    x = make_input(9)
+    torch.testing.assert_close(fused(x).features, net(x).features, rtol=1e-5, atol=1e-5)
+
+
+def test_ordered_dict_names_to_dense_and_empty_input():
+    net = mx_sparse.SparseSequential(OrderedDict(conv=mx_sparse.SubMConv3d(4, 2, 3), bn=nn.BatchNorm1d(2)),
+                                     dense=mx_sparse.ToDense())
+    assert list(dict(net.named_children())) == ["conv", "bn", "dense"]
+    x = make_input()
+    out = net(x)
+    assert out.shape == (2, 2, 6, 6, 6)
+    empty = mx_sparse.SparseConvTensor(torch.zeros(0, 4), torch.zeros(0, 4, dtype=torch.int32), [6, 6, 6], 2)
+    assert net(empty).abs().sum() == 0  # BatchNorm is skipped on zero voxels, in training mode too
