@@ -19,8 +19,9 @@ def is_sparse_module(module) -> bool:
 
 
 class SparseSequential(SparseModule):
-    """Like ``nn.Sequential``; non-sparse modules act on ``features`` (skipped when the
-    tensor has no voxels, so an empty batch flows through BatchNorm)."""
+    """Like ``nn.Sequential``; non-sparse modules act on ``features``. With zero voxels a
+    BatchNorm is skipped (torch rejects an empty batch in training mode, and there is
+    nothing to normalise); every other module still runs, so channel changes hold."""
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -51,7 +52,7 @@ class SparseSequential(SparseModule):
         for module in self._modules.values():
             if is_sparse_module(module) or not isinstance(x, SparseConvTensor):
                 x = module(x)
-            elif x.indices.shape[0] > 0:
+            elif x.indices.shape[0] > 0 or not isinstance(module, nn.modules.batchnorm._BatchNorm):
                 x = x.replace_feature(module(x.features))
         return x
 

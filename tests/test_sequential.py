@@ -56,3 +56,10 @@ def test_ordered_dict_names_to_dense_and_empty_input():
     assert out.shape == (2, 2, 6, 6, 6)
     empty = mx_sparse.SparseConvTensor(torch.zeros(0, 4), torch.zeros(0, 4, dtype=torch.int32), [6, 6, 6], 2)
     assert net(empty).abs().sum() == 0  # BatchNorm is skipped on zero voxels, in training mode too
+
+
+def test_empty_input_still_runs_channel_changing_modules():
+    net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(4, 8, 3), nn.BatchNorm1d(8), nn.Linear(8, 16),
+                                     mx_sparse.SubMConv3d(16, 2, 3))
+    empty = mx_sparse.SparseConvTensor(torch.zeros(0, 4), torch.zeros(0, 4, dtype=torch.int32), [6, 6, 6], 1)
+    assert net.train()(empty).features.shape == (0, 2)

@@ -63,36 +63,45 @@ struct MapRangeCheck {
 // Cout so the arithmetic is the same for any thread count.
 int64_t rows_per_tile(int64_t cout) { return std::clamp<int64_t>(16384 / std::max<int64_t>(cout, 1), 16, 256); }
 
+// Below this many multiply-adds a call runs on the calling thread: opening an
+// OpenMP region costs more than the work, and much more on a busy machine.
+constexpr double kMinParallelMacs = 1 << 18;
+
+int64_t grain_for(int64_t items, double macs_per_item) {
+  return items * macs_per_item < kMinParallelMacs ? std::max<int64_t>(items, 1) : 1;
+}
+
 template <typename T>
 void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr, int64_t m, const GroupedShape& s,
                       T* out, MapRangeCheck& bad) {
   const int64_t tile = rows_per_tile(s.cout);
   const int64_t ntiles = (m + tile - 1) / tile;
-  at::parallel_for(0, ntiles, 1, [&](int64_t tb, int64_t te) {
+  // a tile does about tile * kvol / 4 row products (typical LiDAR occupancy)
+  const int64_t grain = grain_for(ntiles, double(tile) * s.kvol / 4 * s.cin_g * s.cout);
+  at::parallel_for(0, ntiles, grain, [&](int64_t tb, int64_t te) {
     std::vector<const T*> a_rows(tile);
     std::vector<T*> c_rows(tile);
-    std::vector<int64_t> in_rows(tile), out_rows(tile);
     for (int64_t t = tb; t < te; ++t) {
       const int64_t m0 = t * tile, m1 = std::min(m, m0 + tile);
-      T* acc = out + m0 * s.cout;  // accumulate straight into the output rows
-      std::fill(acc, out + m1 * s.cout, T(0));
+      std::fill(out + m0 * s.cout, out + m1 * s.cout, T(0));  // the tile accumulates in place
       for (int64_t k = 0; k < s.kvol; ++k) {
         int64_t n = 0;
         for (int64_t r = m0; r < m1; ++r) {
           const int32_t i = nbr[r * s.kvol + k];
           if (i == kNoNeighbor) continue;
           if (i < 0 || i >= n_in) { bad.report(r); continue; }
-          in_rows[n] = i;
-          out_rows[n++] = r;
+          a_rows[n] = in + int64_t(i) * s.cin;
+          c_rows[n++] = out + r * s.cout;
         }
-        if (n == 0) continue;
         for (int64_t g = 0; g < s.groups; ++g) {
-          for (int64_t j = 0; j < n; ++j) {
-            a_rows[j] = in + in_rows[j] * s.cin + g * s.cin_g;
-            c_rows[j] = out + out_rows[j] * s.cout + g * s.cout_g;
+          if (n == 0) break;
+          gemm_rows(n, s.cin_g, s.cout_g, a_rows.data(), w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout,
+                    c_rows.data());
+          // next group: shift every row pointer to that group's channels
+          for (int64_t j = 0; j < n && g + 1 < s.groups; ++j) {
+            a_rows[j] += s.cin_g;
+            c_rows[j] += s.cout_g;
           }
-          const T* wk = w + (k * s.cin_g) * s.cout + g * s.cout_g;
-          gemm_rows_accumulate(n, a_rows.data(), s.cin_g, wk, s.cout, s.cout_g, c_rows.data());
         }
       }
     }
@@ -119,7 +128,7 @@ at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, c
 std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m, int64_t kvol, int64_t n_in,
                                                   MapRangeCheck& bad) {
   std::vector<std::vector<int32_t>> rows(kvol);
-  at::parallel_for(0, kvol, 1, [&](int64_t kb, int64_t ke) {
+  at::parallel_for(0, kvol, grain_for(kvol, double(m)), [&](int64_t kb, int64_t ke) {
     for (int64_t k = kb; k < ke; ++k)
       for (int64_t r = 0; r < m; ++r) {
         const int32_t i = nbr[r * kvol + k];
@@ -131,30 +140,69 @@ std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m,
   return rows;
 }
 
-constexpr int64_t kFilterRowBlock = 16;  // rows of dW[k] one task owns
+// The weight gradient is a reduction over all pairs of an offset. Pairs are cut
+// into fixed-size chunks (boundaries depend only on the map), each chunk sums
+// into its own partial dW[k], and partials are added in chunk order: balanced
+// over threads even for 1x1 kernels, and deterministic. Inside a chunk, slices
+// of kPairsPerSlice pairs keep the gathered rows cache-resident while every
+// register block of dW passes over them.
+constexpr int64_t kPairsPerChunk = 2048;
+constexpr int64_t kPairsPerSlice = 256;
+
+struct PairChunk {
+  int64_t k, begin, end;
+};
+
+std::vector<PairChunk> chunk_pairs(const std::vector<std::vector<int32_t>>& rows) {
+  std::vector<PairChunk> chunks;
+  for (int64_t k = 0; k < static_cast<int64_t>(rows.size()); ++k)
+    for (int64_t b = 0; b < static_cast<int64_t>(rows[k].size()); b += kPairsPerChunk)
+      chunks.push_back({k, b, std::min<int64_t>(b + kPairsPerChunk, rows[k].size())});
+  return chunks;
+}
+
+// partial[i][j] += sum over the chunk's pairs (m, k) of in[nbr[m, k]][i] * grad[m][j], per group.
+template <typename T>
+void filter_chunk(const T* in, const T* grad, const int32_t* nbr, const GroupedShape& s, const PairChunk& ch,
+                  const std::vector<int32_t>& ms, T* partial, std::vector<const T*>& a_rows,
+                  std::vector<const T*>& g_rows) {
+  for (int64_t p0 = ch.begin; p0 < ch.end; p0 += kPairsPerSlice) {
+    const int64_t n = std::min(kPairsPerSlice, ch.end - p0);
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t m = ms[p0 + p];
+      a_rows[p] = in + int64_t(nbr[m * s.kvol + ch.k]) * s.cin;
+      g_rows[p] = grad + m * s.cout;
+    }
+    for (int64_t g = 0; g < s.groups; ++g) {
+      gemm_tn_rows(n, s.cin_g, s.cout_g, a_rows.data(), g_rows.data(), partial + g * s.cout_g, s.cout);
+      for (int64_t p = 0; p < n && g + 1 < s.groups; ++p) {
+        a_rows[p] += s.cin_g;
+        g_rows[p] += s.cout_g;
+      }
+    }
+  }
+}
 
 template <typename T>
 void backprop_filter_kernel(const T* in, int64_t n_in, const T* grad, const int32_t* nbr, int64_t m,
                             const GroupedShape& s, T* dw, MapRangeCheck& bad) {
   const auto rows = rows_per_offset(nbr, m, s.kvol, n_in, bad);
-  const int64_t blocks = (s.cin_g + kFilterRowBlock - 1) / kFilterRowBlock;
-  at::parallel_for(0, s.kvol * blocks, 1, [&](int64_t tb, int64_t te) {
-    std::vector<const T*> a_rows, g_rows;
-    for (int64_t t = tb; t < te; ++t) {
-      const int64_t k = t / blocks, i0 = (t % blocks) * kFilterRowBlock;
-      const int64_t ni = std::min(kFilterRowBlock, s.cin_g - i0);
-      const auto& ms = rows[k];
-      a_rows.resize(ms.size());
-      g_rows.resize(ms.size());
-      for (int64_t g = 0; g < s.groups; ++g) {
-        for (size_t p = 0; p < ms.size(); ++p) {
-          a_rows[p] = in + int64_t(nbr[int64_t(ms[p]) * s.kvol + k]) * s.cin + g * s.cin_g + i0;
-          g_rows[p] = grad + int64_t(ms[p]) * s.cout + g * s.cout_g;
-        }
-        T* d = dw + (k * s.cin_g + i0) * s.cout + g * s.cout_g;
-        outer_rows_accumulate(static_cast<int64_t>(ms.size()), a_rows.data(), ni, g_rows.data(), s.cout_g, d,
-                              s.cout);
-      }
+  if (bad.row.load() != INT64_MAX) return;
+  const auto chunks = chunk_pairs(rows);
+  const int64_t block = s.cin_g * s.cout;
+  std::vector<T> partials(chunks.size() * block, T(0));
+  const int64_t nchunks = static_cast<int64_t>(chunks.size());
+  at::parallel_for(0, nchunks, grain_for(nchunks, double(kPairsPerChunk) * s.cin_g * s.cout), [&](int64_t cb, int64_t ce) {
+    std::vector<const T*> a_rows(kPairsPerSlice), g_rows(kPairsPerSlice);
+    for (int64_t c = cb; c < ce; ++c)
+      filter_chunk(in, grad, nbr, s, chunks[c], rows[chunks[c].k], partials.data() + c * block, a_rows, g_rows);
+  });
+  at::parallel_for(0, s.kvol, grain_for(s.kvol, double(nchunks) / s.kvol * block), [&](int64_t kb, int64_t ke) {
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      if (chunks[c].k < kb || chunks[c].k >= ke) continue;
+      T* d = dw + chunks[c].k * block;
+      const T* src = partials.data() + c * block;
+      for (int64_t e = 0; e < block; ++e) d[e] += src[e];
     }
   });
 }

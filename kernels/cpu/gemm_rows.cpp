@@ -1,102 +1,91 @@
-// Register-blocked implementations of gemm_rows.h. Written as plain loops over
-// fixed-size blocks that the compiler vectorises; GCC's target_clones builds an
-// AVX-512, an AVX2+FMA and a baseline copy and picks one at load time, so one
-// binary is fast on new CPUs and still runs on old ones.
+// Portable implementation of gemm_rows.h, and the run-time switch to the
+// AVX-512 kernels (gemm_rows_avx512.cpp) on CPUs that have them.
 #include "gemm_rows.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define MXS_CPU_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+namespace mxs {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* B, int64_t ldb,
+                      float* const* c);
+void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
+                         float* D, int64_t ldd);
+static const bool kUseAvx512 = __builtin_cpu_supports("avx512f");
 #else
-#define MXS_CPU_CLONES
+static const bool kUseAvx512 = false;
 #endif
 
-namespace mxs {
 namespace {
 
-constexpr int kRowBlock = 6;   // rows sharing each loaded weight vector
-constexpr int kColBlock = 16;  // one AVX-512 float vector of accumulators per row
+constexpr int64_t kRows = 4, kCols = 64;
 
-// R rows x C columns starting at column j0; all sums run over p ascending from
-// zero and are then added to c, the same order as the tail path below.
-template <typename T, int R, int C>
-inline void gemm_block(const T* const* a, int64_t kdim, const T* w, int64_t ldw, T* const* c, int64_t j0) {
-  T acc[R][C] = {};
+// acc[r][j] = sum_p A(r, p) * B(p, j) for a kRows x kCols block, then added to
+// the destination: the same order as the AVX-512 kernels.
+template <typename T, typename AOf, typename BOf, typename Out>
+void generic_block(int64_t rows, int64_t cols, int64_t kdim, AOf a_of, BOf b_of, Out out) {
+  T acc[kRows][kCols] = {};
   for (int64_t p = 0; p < kdim; ++p) {
-    const T* wr = w + p * ldw + j0;
-    for (int r = 0; r < R; ++r) {
-      const T av = a[r][p];
-      for (int j = 0; j < C; ++j) acc[r][j] += av * wr[j];
+    const T* b = b_of(p);
+    for (int64_t r = 0; r < rows; ++r) {
+      const T av = a_of(r, p);
+      for (int64_t j = 0; j < cols; ++j) acc[r][j] += av * b[j];
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j) c[r][j0 + j] += acc[r][j];
-}
-
-template <typename T, int R>
-inline void gemm_block_tail(const T* const* a, int64_t kdim, const T* w, int64_t ldw, T* const* c, int64_t j0,
-                            int64_t ncols) {
-  for (int r = 0; r < R; ++r)
-    for (int64_t j = j0; j < ncols; ++j) {
-      T s = 0;
-      for (int64_t p = 0; p < kdim; ++p) s += a[r][p] * w[p * ldw + j];
-      c[r][j] += s;
-    }
-}
-
-template <typename T, int R>
-inline void gemm_row_group(const T* const* a, int64_t kdim, const T* w, int64_t ldw, int64_t ncols, T* const* c) {
-  int64_t j = 0;
-  for (; j + kColBlock <= ncols; j += kColBlock) gemm_block<T, R, kColBlock>(a, kdim, w, ldw, c, j);
-  if (j < ncols) gemm_block_tail<T, R>(a, kdim, w, ldw, c, j, ncols);
+  for (int64_t r = 0; r < rows; ++r) {
+    T* o = out(r);
+    for (int64_t j = 0; j < cols; ++j) o[j] += acc[r][j];
+  }
 }
 
 template <typename T>
-inline void gemm_rows_impl(int64_t n, const T* const* a, int64_t kdim, const T* w, int64_t ldw, int64_t ncols,
-                           T* const* c) {
-  int64_t r = 0;
-  for (; r + kRowBlock <= n; r += kRowBlock) gemm_row_group<T, kRowBlock>(a + r, kdim, w, ldw, ncols, c + r);
-  for (; r < n; ++r) gemm_row_group<T, 1>(a + r, kdim, w, ldw, ncols, c + r);
+void gemm_rows_generic(int64_t m, int64_t kdim, int64_t ncols, const T* const* a, const T* B, int64_t ldb,
+                       T* const* c) {
+  for (int64_t r0 = 0; r0 < m; r0 += kRows)
+    for (int64_t j0 = 0; j0 < ncols; j0 += kCols)
+      generic_block<T>(
+          m - r0 < kRows ? m - r0 : kRows, ncols - j0 < kCols ? ncols - j0 : kCols, kdim,
+          [&](int64_t r, int64_t p) { return a[r0 + r][p]; }, [&](int64_t p) { return B + p * ldb + j0; },
+          [&](int64_t r) { return c[r0 + r] + j0; });
 }
 
-// Four rank-1 updates per pass over dw, so each dw element is loaded and stored
-// once per four products.
 template <typename T>
-inline void outer_rows_impl(int64_t n, const T* const* a, int64_t nrows, const T* const* g, int64_t ncols, T* dw,
-                            int64_t lddw) {
-  int64_t p = 0;
-  for (; p + 4 <= n; p += 4) {
-    const T *g0 = g[p], *g1 = g[p + 1], *g2 = g[p + 2], *g3 = g[p + 3];
-    for (int64_t i = 0; i < nrows; ++i) {
-      const T a0 = a[p][i], a1 = a[p + 1][i], a2 = a[p + 2][i], a3 = a[p + 3][i];
-      T* d = dw + i * lddw;
-      for (int64_t j = 0; j < ncols; ++j) d[j] += (a0 * g0[j] + a1 * g1[j]) + (a2 * g2[j] + a3 * g3[j]);
-    }
-  }
-  for (; p < n; ++p)
-    for (int64_t i = 0; i < nrows; ++i) {
-      const T av = a[p][i];
-      T* d = dw + i * lddw;
-      for (int64_t j = 0; j < ncols; ++j) d[j] += av * g[p][j];
-    }
+void gemm_tn_rows_generic(int64_t n, int64_t nrows, int64_t ncols, const T* const* a, const T* const* g, T* D,
+                          int64_t ldd) {
+  for (int64_t i0 = 0; i0 < nrows; i0 += kRows)
+    for (int64_t j0 = 0; j0 < ncols; j0 += kCols)
+      generic_block<T>(
+          nrows - i0 < kRows ? nrows - i0 : kRows, ncols - j0 < kCols ? ncols - j0 : kCols, n,
+          [&](int64_t r, int64_t p) { return a[p][i0 + r]; }, [&](int64_t p) { return g[p] + j0; },
+          [&](int64_t r) { return D + (i0 + r) * ldd + j0; });
 }
 
 }  // namespace
 
-MXS_CPU_CLONES void gemm_rows_accumulate(int64_t n, const float* const* a, int64_t kdim, const float* w,
-                                         int64_t ldw, int64_t ncols, float* const* c) {
-  gemm_rows_impl(n, a, kdim, w, ldw, ncols, c);
+void gemm_rows(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* B, int64_t ldb,
+               float* const* c) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kUseAvx512) return gemm_rows_avx512(m, kdim, ncols, a, B, ldb, c);
+#endif
+  gemm_rows_generic(m, kdim, ncols, a, B, ldb, c);
 }
-MXS_CPU_CLONES void gemm_rows_accumulate(int64_t n, const double* const* a, int64_t kdim, const double* w,
-                                         int64_t ldw, int64_t ncols, double* const* c) {
-  gemm_rows_impl(n, a, kdim, w, ldw, ncols, c);
+
+void gemm_rows(int64_t m, int64_t kdim, int64_t ncols, const double* const* a, const double* B, int64_t ldb,
+               double* const* c) {
+  gemm_rows_generic(m, kdim, ncols, a, B, ldb, c);
 }
-MXS_CPU_CLONES void outer_rows_accumulate(int64_t n, const float* const* a, int64_t nrows, const float* const* g,
-                                          int64_t ncols, float* dw, int64_t lddw) {
-  outer_rows_impl(n, a, nrows, g, ncols, dw, lddw);
+
+void gemm_tn_rows(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g, float* D,
+                  int64_t ldd) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kUseAvx512) return gemm_tn_rows_avx512(n, nrows, ncols, a, g, D, ldd);
+#endif
+  gemm_tn_rows_generic(n, nrows, ncols, a, g, D, ldd);
 }
-MXS_CPU_CLONES void outer_rows_accumulate(int64_t n, const double* const* a, int64_t nrows, const double* const* g,
-                                          int64_t ncols, double* dw, int64_t lddw) {
-  outer_rows_impl(n, a, nrows, g, ncols, dw, lddw);
+
+void gemm_tn_rows(int64_t n, int64_t nrows, int64_t ncols, const double* const* a, const double* const* g, double* D,
+                  int64_t ldd) {
+  gemm_tn_rows_generic(n, nrows, ncols, a, g, D, ldd);
 }
+
+const char* gemm_float_isa() { return kUseAvx512 ? "avx512" : "generic"; }
 
 }  // namespace mxs

@@ -1,0 +1,36 @@
+// Emulator version of CANN's kernel_operator.h: the AscendC basic-API subset used by the
+// mx_sparse kernels, executed on CPU with the Atlas A2 rules enforced (see README.md).
+#pragma once
+#include "ascend_sim/common.h"
+#include "ascend_sim/half.h"
+#include "ascend_sim/runtime.h"
+#include "ascend_sim/tensor.h"
+#include "ascend_sim/tpipe.h"
+#include "ascend_sim/data_copy.h"
+#include "ascend_sim/vector.h"
+#include "ascend_sim/cast.h"
+#include "ascend_sim/sync.h"
+#include "kernel_tiling/kernel_tiling.h"
+
+namespace AscendSim {
+inline void copyTiling(void* dst, const void* tiling, size_t bytes) {
+    gmCheckAccess(tiling, bytes, GmAccess::Read, "GET_TILING_DATA");
+    std::memcpy(dst, tiling, bytes);
+}
+}  // namespace AscendSim
+
+// In CANN the tiling struct type is generated per op; on the emulator the op's shared tiling
+// header defines the struct and `#define ASCEND_SIM_TILING_TYPE <Struct>` (or use the
+// _WITH_STRUCT form).
+#define GET_TILING_DATA(var, tiling)   \
+    ASCEND_SIM_TILING_TYPE var;        \
+    ::AscendSim::copyTiling(&var, (tiling), sizeof(var))
+#define GET_TILING_DATA_WITH_STRUCT(type, var, tiling) \
+    type var;                                          \
+    ::AscendSim::copyTiling(&var, (tiling), sizeof(var))
+#define TILING_KEY_IS(k) (::AscendSim::ctx().tilingKey == static_cast<uint64_t>(k))
+#define KERNEL_TASK_TYPE_DEFAULT(type) ::AscendSim::declareKernelType(type)
+#define KERNEL_TASK_TYPE(key, type)                               \
+    do {                                                          \
+        if (TILING_KEY_IS(key)) ::AscendSim::declareKernelType(type); \
+    } while (0)
