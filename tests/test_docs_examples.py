@@ -1,5 +1,5 @@
-"""Runs every ```python block of the user documentation (docs/en/**/*.md and
-docs/zh/**/*.md) as its own test case, each in a fresh namespace.
+"""Runs every ```python block of the user documentation (README.md, docs/en/**/*.md
+and docs/zh/**/*.md) as its own test case, each in a fresh namespace.
 
 A block whose first line is ``# doc-example: skip`` is collected but skipped
 (for code that needs hardware this machine does not have). Test ids are
@@ -38,11 +38,13 @@ def python_blocks(path: pathlib.Path):
 
 
 def collect():
-    cases = []
+    pages = [DOCS.parent / "README.md"]
     for lang in ("en", "zh"):
-        for path in sorted((DOCS / lang).rglob("*.md")):
-            for line, code in python_blocks(path):
-                cases.append(pytest.param(path, line, code, id=f"{path.relative_to(DOCS)}:{line}"))
+        pages += sorted((DOCS / lang).rglob("*.md"))
+    cases = []
+    for path in pages:
+        for line, code in python_blocks(path):
+            cases.append(pytest.param(path, line, code, id=f"{path.relative_to(DOCS.parent)}:{line}"))
     return cases
 
 
