@@ -26,7 +26,7 @@ setup() {
 job="${1:-}"; shift || true
 case "$job" in
   train) setup; exec "$PY" examples/train_second.py "$@" ;;
-  test)  setup pytest hypothesis "spconv==2.3.8"; exec "$PY" -m pytest tests "$@" ;;
+  test)  setup pytest hypothesis "spconv==2.3.8" mmengine; exec "$PY" -m pytest tests "$@" ;;
   bench) setup matplotlib "spconv==2.3.8"; exec "$PY" -m bench "$@" ;;
   *) echo "usage: bash run.sh {train|test|bench} [args...]" >&2; exit 2 ;;
 esac

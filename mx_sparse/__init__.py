@@ -9,6 +9,8 @@ from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, Spars
 from .device import best_device
 from .modules import SparseModule, SparseSequential, ToDense
 from .sparse_tensor import SparseConvTensor
+from .compat import patch_mmcv, patch_spconv, unpatch_mmcv, unpatch_spconv  # compat surfaces
+from .layouts import convert_weight
 
 __version__ = "0.1.0"
 
@@ -18,4 +20,5 @@ __all__ = [
     "SubMConv1d", "SubMConv2d", "SubMConv3d", "SubMConv4d",
     "SparseInverseConv1d", "SparseInverseConv2d", "SparseInverseConv3d", "SparseInverseConv4d",
     "functional", "best_device",
+    "patch_spconv", "unpatch_spconv", "patch_mmcv", "unpatch_mmcv", "convert_weight",
 ]

@@ -11,6 +11,7 @@ from torch import nn
 from . import functional as F
 from . import validation
 from .indice_data import IndiceData, same_voxels
+from .layouts import LayoutAware, scale_output_channels
 from .modules import SparseModule
 from .sparse_tensor import SparseConvTensor
 from .weight_init import INITIALIZERS
@@ -21,7 +22,7 @@ def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation):
             for s, k, st, p, d in zip(spatial_shape, kernel_size, stride, padding, dilation)]
 
 
-class SparseConvolution(SparseModule):
+class SparseConvolution(LayoutAware, SparseModule):
     """Sparse convolution over ``ndim`` spatial axes (cross-correlation, like
     ``torch.nn.functional.conv3d``). Weight ``[*kernel_size, in_channels/groups,
     out_channels]``. ``subm=True``: outputs are the input voxels; ``inverse=True``:
@@ -169,7 +170,7 @@ def fuse_batchnorm(conv: SparseConvolution, bn: nn.BatchNorm1d) -> SparseConvolu
         shift = -bn.running_mean * scale + (bn.bias if bn.affine else 0)
         if conv.bias is not None:
             shift = shift + conv.bias * scale
-        fused.weight.mul_(scale)
+        scale_output_channels(fused, scale)  # in the layer's own weight layout
         fused.bias = nn.Parameter(shift.to(conv.weight.dtype))
     return fused
 

@@ -5,6 +5,8 @@
 // scatter, no atomics, and the summation order (k ascending, then the fixed
 // order of gemm_rows) is the same for every thread count. Half-precision inputs
 // are widened to float once and accumulated in float; float64 stays float64.
+// (An AVX512-BF16 dot-product kernel was tried and measured slower than this
+// float path on our Xeon: 59 vs 79 GFLOP/s forward at 64 channels, one thread.)
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <torch/types.h>
@@ -71,19 +73,24 @@ int64_t grain_for(int64_t items, double macs_per_item) {
   return items * macs_per_item < kMinParallelMacs ? std::max<int64_t>(items, 1) : 1;
 }
 
-template <typename T>
-void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr, int64_t m, const GroupedShape& s,
-                      T* out, MapRangeCheck& bad) {
+// The output-stationary loop shared by every dtype. For each tile of output
+// rows and each offset k it lists the (input row, tile row) pairs and hands them
+// to gemm(n, a_rows, c_rows, k, g) once per group, with the row pointers moved
+// to that group's channels; store(m0, m1, acc) then writes the finished tile.
+template <typename In, typename Acc, typename Gemm, typename Store>
+void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, const GroupedShape& s,
+                  MapRangeCheck& bad, Gemm gemm, Store store) {
   const int64_t tile = rows_per_tile(s.cout);
   const int64_t ntiles = (m + tile - 1) / tile;
   // a tile does about tile * kvol / 4 row products (typical LiDAR occupancy)
   const int64_t grain = grain_for(ntiles, double(tile) * s.kvol / 4 * s.cin_g * s.cout);
   at::parallel_for(0, ntiles, grain, [&](int64_t tb, int64_t te) {
-    std::vector<const T*> a_rows(tile);
-    std::vector<T*> c_rows(tile);
+    std::vector<Acc> acc(tile * s.cout);
+    std::vector<const In*> a_rows(tile);
+    std::vector<Acc*> c_rows(tile);
     for (int64_t t = tb; t < te; ++t) {
       const int64_t m0 = t * tile, m1 = std::min(m, m0 + tile);
-      std::fill(out + m0 * s.cout, out + m1 * s.cout, T(0));  // the tile accumulates in place
+      std::fill(acc.begin(), acc.end(), Acc(0));
       for (int64_t k = 0; k < s.kvol; ++k) {
         int64_t n = 0;
         for (int64_t r = m0; r < m1; ++r) {
@@ -91,21 +98,31 @@ void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr,
           if (i == kNoNeighbor) continue;
           if (i < 0 || i >= n_in) { bad.report(r); continue; }
           a_rows[n] = in + int64_t(i) * s.cin;
-          c_rows[n++] = out + r * s.cout;
+          c_rows[n++] = acc.data() + (r - m0) * s.cout;
         }
-        for (int64_t g = 0; g < s.groups; ++g) {
-          if (n == 0) break;
-          gemm_rows(n, s.cin_g, s.cout_g, a_rows.data(), w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout,
-                    c_rows.data());
-          // next group: shift every row pointer to that group's channels
-          for (int64_t j = 0; j < n && g + 1 < s.groups; ++j) {
-            a_rows[j] += s.cin_g;
-            c_rows[j] += s.cout_g;
-          }
+        for (int64_t g = 0; g < s.groups && n > 0; ++g) {
+          if (g > 0)
+            for (int64_t j = 0; j < n; ++j) {
+              a_rows[j] += s.cin_g;
+              c_rows[j] += s.cout_g;
+            }
+          gemm(n, a_rows.data(), c_rows.data(), k, g);
         }
       }
+      store(m0, m1, acc.data());
     }
   });
+}
+
+template <typename T>
+void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr, int64_t m, const GroupedShape& s,
+                      T* out, MapRangeCheck& bad) {
+  gather_tiles<T, T>(
+      in, n_in, nbr, m, s, bad,
+      [&](int64_t n, const T* const* a, T* const* c, int64_t k, int64_t g) {
+        gemm_rows(n, s.cin_g, s.cout_g, a, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout, c);
+      },
+      [&](int64_t m0, int64_t m1, const T* acc) { std::copy(acc, acc + (m1 - m0) * s.cout, out + m0 * s.cout); });
 }
 
 at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
@@ -183,27 +200,38 @@ void filter_chunk(const T* in, const T* grad, const int32_t* nbr, const GroupedS
   }
 }
 
-template <typename T>
-void backprop_filter_kernel(const T* in, int64_t n_in, const T* grad, const int32_t* nbr, int64_t m,
-                            const GroupedShape& s, T* dw, MapRangeCheck& bad) {
-  const auto rows = rows_per_offset(nbr, m, s.kvol, n_in, bad);
-  if (bad.row.load() != INT64_MAX) return;
-  const auto chunks = chunk_pairs(rows);
+// Runs chunk_fn(chunk, partial, scratch) for every chunk in parallel, then adds
+// the partials into dw [K, Cin/G, Cout] in chunk order.
+template <typename Acc, typename Scratch, typename ChunkFn>
+void reduce_chunks(const std::vector<PairChunk>& chunks, const GroupedShape& s, Acc* dw, ChunkFn chunk_fn) {
   const int64_t block = s.cin_g * s.cout;
-  std::vector<T> partials(chunks.size() * block, T(0));
   const int64_t nchunks = static_cast<int64_t>(chunks.size());
+  std::vector<Acc> partials(nchunks * block, Acc(0));
   at::parallel_for(0, nchunks, grain_for(nchunks, double(kPairsPerChunk) * s.cin_g * s.cout), [&](int64_t cb, int64_t ce) {
-    std::vector<const T*> a_rows(kPairsPerSlice), g_rows(kPairsPerSlice);
-    for (int64_t c = cb; c < ce; ++c)
-      filter_chunk(in, grad, nbr, s, chunks[c], rows[chunks[c].k], partials.data() + c * block, a_rows, g_rows);
+    Scratch scratch(s);
+    for (int64_t c = cb; c < ce; ++c) chunk_fn(chunks[c], partials.data() + c * block, scratch);
   });
   at::parallel_for(0, s.kvol, grain_for(s.kvol, double(nchunks) / s.kvol * block), [&](int64_t kb, int64_t ke) {
-    for (size_t c = 0; c < chunks.size(); ++c) {
+    for (int64_t c = 0; c < nchunks; ++c) {
       if (chunks[c].k < kb || chunks[c].k >= ke) continue;
-      T* d = dw + chunks[c].k * block;
-      const T* src = partials.data() + c * block;
+      Acc* d = dw + chunks[c].k * block;
+      const Acc* src = partials.data() + c * block;
       for (int64_t e = 0; e < block; ++e) d[e] += src[e];
     }
+  });
+}
+
+template <typename T>
+struct RowScratch {
+  explicit RowScratch(const GroupedShape&) : a_rows(kPairsPerSlice), g_rows(kPairsPerSlice) {}
+  std::vector<const T*> a_rows, g_rows;
+};
+
+template <typename T>
+void backprop_filter_kernel(const T* in, const T* grad, const int32_t* nbr, const GroupedShape& s,
+                            const std::vector<std::vector<int32_t>>& rows, T* dw) {
+  reduce_chunks<T, RowScratch<T>>(chunk_pairs(rows), s, dw, [&](const PairChunk& ch, T* partial, RowScratch<T>& sc) {
+    filter_chunk(in, grad, nbr, s, ch, rows[ch.k], partial, sc.a_rows, sc.g_rows);
   });
 }
 
@@ -219,15 +247,17 @@ at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::T
   TORCH_CHECK_VALUE(cin % groups == 0 && cout % groups == 0, "groups: ", groups,
                     " must divide the input channels (", cin, ") and output channels (", cout, ")");
   const GroupedShape s{groups, cin, cout, cin / groups, cout / groups, nbr_in.size(1)};
-  const auto acc = accumulate_type(features.scalar_type());
-  const at::Tensor f = features.to(acc).contiguous(), g = grad.to(acc).contiguous(), nbr = nbr_in.contiguous();
-  at::Tensor dw = at::zeros({s.kvol, s.cin_g, cout}, f.options());
+  const at::Tensor nbr = nbr_in.contiguous();
   MapRangeCheck bad;
+  const auto rows = rows_per_offset(nbr.data_ptr<int32_t>(), nbr.size(0), s.kvol, features.size(0), bad);
+  bad.raise_if_bad("nbr", features.size(0));
+  const auto acc = accumulate_type(features.scalar_type());
+  at::Tensor dw = at::zeros({s.kvol, s.cin_g, cout}, features.options().dtype(acc));
+  const at::Tensor f = features.to(acc).contiguous(), g = grad.to(acc).contiguous();
   AT_DISPATCH_FLOATING_TYPES(acc, "gather_mm_backprop_filter_cpu", [&] {
-    backprop_filter_kernel<scalar_t>(f.data_ptr<scalar_t>(), f.size(0), g.data_ptr<scalar_t>(),
-                                     nbr.data_ptr<int32_t>(), nbr.size(0), s, dw.data_ptr<scalar_t>(), bad);
+    backprop_filter_kernel<scalar_t>(f.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), nbr.data_ptr<int32_t>(), s,
+                                     rows, dw.data_ptr<scalar_t>());
   });
-  bad.raise_if_bad("nbr", f.size(0));
   return dw.to(features.scalar_type());
 }
 

@@ -1,0 +1,29 @@
+// Host tiling of gather_mm as plain C++ (no CANN): unit-tested in tests/ascend, called by the
+// CANN glue (gather_mm_cann.cpp) and by the emulator harness.
+#pragma once
+#include <cstdint>
+#include "../../common/op_host/tiling_common.h"
+#include "gather_mm_tiling_data.h"
+
+namespace mxs_ascend {
+
+struct GatherMmShape {
+    int64_t numOut = 0, numIn = 0;
+    int64_t kvol = 0, cin = 0, cout = 0;
+    int32_t dtypeKey = DT_KEY_FP32;
+};
+
+// Budgets (bytes). Public so tests can reason about them.
+constexpr int64_t kGmmSlabBudget = 1ll << 20;      // one gather slab per AIV (two are used)
+constexpr int64_t kGmmNbrUbBudget = 32 * 1024;     // nbr tile in UB
+constexpr int64_t kGmmMaxTileRows = 256;
+constexpr int64_t kGmmUbReserve = 0;               // no library scratch used (no Select modes 1/2)
+constexpr int64_t kGmmFillBudget = 64 * 1024;     // one UB fill buffer (DMA >= 16 KiB is at full bandwidth)
+
+// Fills `t`; returns TILING_OK or an error code. M == 0 yields usedAiv == 0 (nothing to launch).
+int32_t GatherMmTiling(const GatherMmShape& s, const AscendPlatform& p, GatherMmTilingData& t);
+
+// Total workspace bytes the launch needs (system 16 MiB + user).
+uint64_t GatherMmWorkspaceBytes(const GatherMmTilingData& t);
+
+}  // namespace mxs_ascend

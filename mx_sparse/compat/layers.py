@@ -1,0 +1,233 @@
+"""Layers the compatibility surfaces need on top of the core convolution, written once and
+shared by the spconv-2.x and mmcv surfaces:
+
+- ``CompatConvolution``: the core ``SparseConvolution`` plus generative transposed
+  convolution (``transposed=True``), a weight in any layout named by ``weight_layout``,
+  and outputs of the same SparseConvTensor class as the input.
+- ``SparsePool``: max / average pooling over the strided (or submanifold) conv map.
+- ``SparseGlobalPool``: per-sample max / mean over all active voxels.
+
+Transposed convolution: input ``i`` reaches output ``o = i*stride - padding + k*dilation``
+through kernel offset ``k`` (every in-range ``o``), the output grid is
+``(s - 1)*stride - 2*padding + dilation*(k - 1) + 1 + output_padding``, outputs are in
+canonical (sorted) order. The map is built here with torch ops; the products run through
+the same ``gather_mm`` as every other convolution.
+"""
+import math
+from typing import List, Sequence
+
+import torch
+
+from .. import functional as F
+from ..conv import SparseConvolution
+from ..indice_data import IndiceData
+from ..layouts import convert_weight
+from ..modules import SparseModule
+from ..sparse_tensor import SparseConvTensor
+from .. import validation
+
+
+def kernel_offsets(kernel_size: Sequence[int], device) -> torch.Tensor:
+    """``[K, ndim]`` kernel positions in row-major order (the ``k`` of the neighbor map)."""
+    grids = torch.meshgrid(*[torch.arange(k, device=device) for k in kernel_size], indexing="ij")
+    return torch.stack([g.reshape(-1) for g in grids], dim=1)
+
+
+def _pack(batch: torch.Tensor, coords: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    key = batch.long()
+    for d, s in enumerate(shape):
+        key = key * int(s) + coords[..., d].long()
+    return key
+
+
+def _unpack(keys: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
+    cols = []
+    for s in reversed(shape):
+        cols.append(keys % int(s))
+        keys = keys // int(s)
+    cols.append(keys)
+    return torch.stack(cols[::-1], dim=1).int()
+
+
+def transposed_output_shape(spatial_shape, kernel_size, stride, padding, dilation, output_padding) -> List[int]:
+    return [(s - 1) * st - 2 * p + d * (k - 1) + 1 + op
+            for s, k, st, p, d, op in zip(spatial_shape, kernel_size, stride, padding, dilation, output_padding)]
+
+
+def build_transposed_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
+                         output_padding):
+    """Generative transposed-conv map: ``(out_indices [M, 1+ndim], nbr [M, K], out_shape)``."""
+    out_shape = transposed_output_shape(spatial_shape, kernel_size, stride, padding, dilation, output_padding)
+    if any(s < 1 for s in out_shape):
+        raise ValueError(f"transposed conv: output spatial shape {out_shape} is empty for input {spatial_shape}")
+    if batch_size * math.prod(out_shape) >= 2 ** 62:
+        raise ValueError(f"transposed conv: grid {batch_size} x {out_shape} is too large for int64 keys")
+    dev = indices.device
+    offs = kernel_offsets(kernel_size, dev)                                    # [K, nd]
+    st, pd, dl = (torch.tensor(v, device=dev) for v in (stride, padding, dilation))
+    coords = indices[:, 1:].long()                                            # [N, nd]
+    cand = coords[None] * st - pd + offs[:, None] * dl                        # [K, N, nd]
+    valid = ((cand >= 0) & (cand < torch.tensor(out_shape, device=dev))).all(-1)  # [K, N]
+    keys = _pack(indices[:, 0].long()[None].expand_as(valid), cand, out_shape)
+    uniq = torch.unique(keys[valid])                                          # sorted
+    kk, ii = valid.nonzero(as_tuple=True)
+    rows = torch.searchsorted(uniq, keys[kk, ii])
+    nbr = torch.full((uniq.numel(), offs.shape[0]), -1, dtype=torch.int32, device=dev)
+    nbr[rows, kk] = ii.int()
+    return _unpack(uniq, out_shape), nbr, out_shape
+
+
+class CompatConvolution(SparseConvolution):
+    """Core convolution + transposed mode + weight layout (``weight_layout``: the layout of
+    ``self.weight``, ``"RSCK"`` or ``"KRSC"``). Outputs keep the input's tensor class."""
+
+    weight_layout = "RSCK"
+
+    def __init__(self, ndim, in_channels, out_channels, kernel_size=3, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, subm=False, output_padding=0, transposed=False, inverse=False,
+                 indice_key=None, fused_bn=False, mode="mmcv"):
+        self._building = True
+        super().__init__(ndim, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
+                         subm, output_padding, False, inverse, indice_key, fused_bn, mode)
+        if transposed and (subm or inverse):
+            raise ValueError("transposed: a transposed conv cannot also be submanifold or inverse")
+        self.transposed = transposed
+        if self.weight_layout != "RSCK":
+            shape = [out_channels, *self.kernel_size, in_channels // groups]
+            self.weight = torch.nn.Parameter(torch.empty(shape))
+        self._building = False
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if getattr(self, "_building", False):
+            return  # the core constructor calls this before the weight has its final layout
+        super().reset_parameters()
+
+    def gemm_weight(self) -> torch.Tensor:
+        """The weight as the ops take it: ``[K, Cin/groups, Cout]``."""
+        return convert_weight(self.weight, self.weight_layout, "FLAT")
+
+    def forward(self, x: SparseConvTensor, add_input=None) -> SparseConvTensor:
+        self._check_input(x)
+        if self.transposed:
+            data = self._transposed_data(x)
+        else:
+            data = self._indice_data(x)
+        if self.inverse:
+            nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
+        else:
+            nbr, nbr_t, out_indices, out_shape = data.nbr, data.nbr_t, data.out_indices, data.out_spatial_shape
+        features = F.gather_mm(x.features, self.gemm_weight().to(x.features.dtype), nbr, nbr_t, self.groups)
+        return self._finish(x, features, out_indices, out_shape, add_input)
+
+    def _finish(self, x, features, out_indices, out_shape, add_input=None):
+        if self.bias is not None:
+            features = features + self.bias.to(features.dtype)
+        if add_input is not None:
+            features = features + add_input.features
+        return derived(x, features, out_indices, out_shape)
+
+    def _transposed_data(self, x) -> IndiceData:
+        key = self.indice_key
+        if x.find_indice_pair(key) is not None:   # as in spconv: only submanifold maps are reused
+            raise ValueError(f"indice_key {key!r}: already used on this tensor; a transposed conv builds its own "
+                             f"map, give it a new key")
+        out_indices, nbr, out_shape = build_transposed_map(
+            x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.stride, self.padding, self.dilation,
+            self.output_padding)
+        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
+        # stored as a "conv" map so SparseInverseConv can return to this conv's input voxels
+        data = IndiceData("conv", x.indices, out_indices, nbr, nbr_t, x.spatial_shape, out_shape, *self._geometry())
+        if key is not None:
+            x.indice_dict[key] = data
+        return data
+
+
+def derived(x: SparseConvTensor, features, indices, spatial_shape) -> SparseConvTensor:
+    """A tensor of x's class with new voxels, sharing x's map cache (and spconv extras)."""
+    make = getattr(x, "_derived", None)
+    if make is not None:
+        return make(features, indices, spatial_shape)
+    out = type(x)(features, indices, spatial_shape, x.batch_size, x.grid)
+    out.indice_dict = x.indice_dict
+    return out
+
+
+class SparsePool(SparseModule):
+    """Max (``mode='max'``) or average (``'avg'``) pooling over the voxels a conv with the same
+    geometry would combine; outputs are the strided conv's voxels (or the inputs when
+    ``subm``). Max takes the largest active input, average divides by the number of active
+    inputs. With ``indice_key`` the map is cached so a SparseInverseConv can undo the pooling."""
+
+    def __init__(self, ndim, kernel_size=3, stride=1, padding=0, dilation=1, indice_key=None, subm=False,
+                 mode="max"):
+        super().__init__()
+        if mode not in ("max", "avg"):
+            raise ValueError(f"mode: expected 'max' or 'avg', got {mode!r}")
+        self.ndim, self.mode, self.subm, self.indice_key = ndim, mode, subm, indice_key
+        self.kernel_size = validation.per_axis("kernel_size", kernel_size, ndim, 1)
+        self.stride = self.kernel_size if stride is None else validation.per_axis("stride", stride, ndim, 1)
+        self.padding = validation.per_axis("padding", padding, ndim, 0)
+        self.dilation = validation.per_axis("dilation", dilation, ndim, 1)
+
+    def extra_repr(self):
+        return (f"{self.mode}, kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"dilation={self.dilation}, subm={self.subm}")
+
+    def _geometry(self):
+        if self.subm:
+            return self.kernel_size, (1,) * self.ndim, (0,) * self.ndim, self.dilation
+        return self.kernel_size, self.stride, self.padding, self.dilation
+
+    def forward(self, x: SparseConvTensor) -> SparseConvTensor:
+        if not isinstance(x, SparseConvTensor):
+            raise TypeError(f"input: expected a SparseConvTensor, got {type(x).__name__}")
+        if x.ndim != self.ndim:
+            raise ValueError(f"input: expected a {self.ndim}D SparseConvTensor, got spatial_shape {x.spatial_shape}")
+        data = x.find_indice_pair(self.indice_key)
+        if data is None or data.kind != ("subm" if self.subm else "conv") or (
+                data.kernel_size, data.stride, data.padding, data.dilation) != self._geometry() or \
+                data.in_indices is not x.indices:
+            if data is not None:
+                raise ValueError(f"indice_key {self.indice_key!r}: already used by another layer; a pooling layer "
+                                 f"needs its own key")
+            data = self._build(x)
+            if self.indice_key is not None:
+                x.indice_dict[self.indice_key] = data
+        nbr = data.nbr.long()
+        mask = nbr >= 0
+        gathered = x.features[nbr.clamp(min=0)]                              # [M, K, C]
+        if self.mode == "max":
+            low = torch.finfo(gathered.dtype).min
+            feats = gathered.masked_fill(~mask[..., None], low).max(dim=1).values
+        else:
+            feats = (gathered * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1).to(gathered.dtype)
+        return derived(x, feats, data.out_indices, data.out_spatial_shape)
+
+    def _build(self, x) -> IndiceData:
+        from ..conv import conv_output_shape
+        ks, st, pd, dl = self._geometry()
+        if self.subm:
+            nbr = F.build_subm_map(x.indices, x.spatial_shape, x.batch_size, ks, dl)
+            out_indices, out_shape = x.indices, x.spatial_shape
+        else:
+            out_indices, nbr = F.build_conv_map(x.indices, x.spatial_shape, x.batch_size, ks, st, pd, dl)
+            out_shape = conv_output_shape(x.spatial_shape, ks, st, pd, dl)
+        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
+        return IndiceData("subm" if self.subm else "conv", x.indices, out_indices, nbr, nbr_t, x.spatial_shape,
+                          out_shape, ks, st, pd, dl)
+
+
+class SparseGlobalPool(SparseModule):
+    """Per-sample max or mean over all active voxels: ``[batch_size, C]`` dense (samples
+    without voxels give zeros)."""
+
+    def __init__(self, is_mean: bool):
+        super().__init__()
+        self.is_mean = is_mean
+
+    def forward(self, x: SparseConvTensor) -> torch.Tensor:
+        f = x.features
+        batch = x.indices[:, 0].long()[:, None].expand_as(f)
+        out = f.new_zeros(x.batch_size, f.shape[1])
+        return out.scatter_reduce(0, batch, f, "mean" if self.is_mean else "amax", include_self=False)

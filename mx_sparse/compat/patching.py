@@ -1,0 +1,122 @@
+"""``patch_spconv`` / ``patch_mmcv``: make ``import spconv...`` / ``import mmcv.ops...`` resolve
+to mx_sparse by placing mx_sparse's module objects in ``sys.modules`` (the import system
+looks there first, so this works even when the real packages are installed). Modules the
+surfaces do not provide (e.g. ``spconv.utils``) are not importable while patched.
+``unpatch_*`` restores what ``sys.modules`` held before."""
+import importlib
+import sys
+import types
+
+_SPCONV = {
+    "spconv": "mx_sparse.compat.spconv2",
+    "spconv.constants": "mx_sparse.compat.spconv2.constants",
+    "spconv.core": "mx_sparse.compat.spconv2.core",
+    "spconv.pytorch": "mx_sparse.compat.spconv2.pytorch",
+    "spconv.pytorch.conv": "mx_sparse.compat.spconv2.pytorch.conv",
+    "spconv.pytorch.core": "mx_sparse.compat.spconv2.pytorch.core",
+    "spconv.pytorch.modules": "mx_sparse.compat.spconv2.pytorch.modules",
+    "spconv.pytorch.functional": "mx_sparse.compat.spconv2.pytorch.functional",
+    "spconv.pytorch.ops": "mx_sparse.compat.spconv2.pytorch.ops",
+    "spconv.pytorch.pool": "mx_sparse.compat.spconv2.pytorch.pool",
+    "spconv.pytorch.tables": "mx_sparse.compat.spconv2.pytorch.tables",
+    "spconv.pytorch.constants": "mx_sparse.compat.spconv2.pytorch.constants",
+}
+_MMCV_SUBMODULES = {
+    "mmcv.ops.sparse_conv": "mx_sparse.ops.sparse_conv",
+    "mmcv.ops.sparse_structure": "mx_sparse.ops.sparse_structure",
+    "mmcv.ops.sparse_modules": "mx_sparse.ops.sparse_modules",
+    "mmcv.ops.sparse_pool": "mx_sparse.ops.sparse_pool",
+}
+_saved = {}
+_replaced_attrs = {}
+_MISSING = object()
+
+
+def _save(prefix):
+    if prefix not in _saved:
+        _saved[prefix] = {n: m for n, m in sys.modules.items() if n == prefix or n.startswith(prefix + ".")}
+
+
+def patch_spconv() -> types.ModuleType:
+    """After this call ``import spconv``, ``import spconv.pytorch as spconv`` and
+    ``from spconv.pytorch import SubMConv3d`` give mx_sparse's spconv-2.x surface (weights
+    in spconv's ``[Cout, *kernel, Cin]`` layout). Returns the ``spconv.pytorch`` module."""
+    _save("spconv")
+    for name in [n for n in sys.modules if n == "spconv" or n.startswith("spconv.")]:
+        del sys.modules[name]
+    for name, target in _SPCONV.items():
+        sys.modules[name] = importlib.import_module(target)
+    return sys.modules["spconv.pytorch"]
+
+
+def unpatch_spconv() -> None:
+    """Restores the ``spconv`` modules present before ``patch_spconv()``."""
+    if "spconv" not in _saved:
+        return
+    for name in [n for n in sys.modules if n == "spconv" or n.startswith("spconv.")]:
+        del sys.modules[name]
+    sys.modules.update(_saved.pop("spconv"))
+
+
+def patch_mmcv(register: bool = True) -> types.ModuleType:
+    """After this call ``from mmcv.ops import SubMConv3d, SparseConvTensor, ...`` and the
+    submodules ``mmcv.ops.sparse_conv / sparse_structure / sparse_modules / sparse_pool``
+    give mx_sparse's mmcv surface. With a full mmcv installed, only the sparse names of
+    its ``mmcv.ops`` are replaced (its other ops stay); without a working ``mmcv.ops``
+    (mmcv-lite, or no mmcv) ``mmcv.ops`` becomes ``mx_sparse.ops`` (and, without mmcv, a
+    minimal ``mmcv`` package holding it). ``register=True`` also registers the conv type
+    names for ``build_conv_layer`` (mmengine ``MODELS`` / mmcv 1.x ``CONV_LAYERS``).
+    Returns the ``mmcv.ops`` module."""
+    ours = importlib.import_module("mx_sparse.ops")
+    _save("mmcv")
+    try:
+        mmcv = importlib.import_module("mmcv")
+    except ImportError:
+        mmcv = types.ModuleType("mmcv", "minimal mmcv package created by mx_sparse.patch_mmcv()")
+        mmcv.__path__ = []
+        mmcv.__version__ = "2.1.0"
+        mmcv.__mx_sparse_stub__ = True
+        sys.modules["mmcv"] = mmcv
+    try:
+        real_ops = importlib.import_module("mmcv.ops")
+        if getattr(real_ops, "__name__", "") == ours.__name__:
+            real_ops = None
+    except Exception:
+        real_ops = None
+    if real_ops is None:
+        sys.modules["mmcv.ops"] = ours
+        mmcv.ops = ours
+        ops = ours
+    else:
+        originals = {}
+        for name in ours.SPARSE_NAMES + [n.rsplit(".", 1)[1] for n in _MMCV_SUBMODULES]:
+            originals[name] = getattr(real_ops, name, _MISSING)
+        _replaced_attrs.setdefault(id(real_ops), (real_ops, originals))
+        for name in ours.SPARSE_NAMES:
+            setattr(real_ops, name, getattr(ours, name))
+        ops = real_ops
+    for name, target in _MMCV_SUBMODULES.items():
+        module = importlib.import_module(target)
+        sys.modules[name] = module
+        setattr(ops, name.rsplit(".", 1)[1], module)
+    if register:
+        ours.register_conv_layers()
+    return ops
+
+
+def unpatch_mmcv() -> None:
+    """Restores the ``mmcv`` modules present before ``patch_mmcv()`` (registrations made in
+    mmengine's registry stay)."""
+    if "mmcv" not in _saved:
+        return
+    for module, originals in _replaced_attrs.values():      # a full mmcv's own mmcv.ops
+        for name, value in originals.items():
+            if value is _MISSING:
+                if hasattr(module, name):
+                    delattr(module, name)
+            else:
+                setattr(module, name, value)
+    _replaced_attrs.clear()
+    for name in [n for n in sys.modules if n == "mmcv" or n.startswith("mmcv.")]:
+        del sys.modules[name]
+    sys.modules.update(_saved.pop("mmcv"))

@@ -1,0 +1,107 @@
+// Unit tests of the host tiling functions (plain C++, no emulator launch): every combination of
+// platform (1/2, 3/6, 20/40, 24/48 AIC/AIV), row count (0 .. 5 million), channels (1 .. 1024),
+// kernel volume (1, 27, 125) and dtype must produce a tiling that respects the A2 limits and
+// covers all work exactly once. Prints "tiling_test: N combinations OK" or the first failure.
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include "gather_mm/op_host/gather_mm_tiling.h"
+#include "gather_mm_backprop_filter/op_host/gather_mm_backprop_filter_tiling.h"
+
+using namespace mxs_ascend;
+static long g_checks = 0;
+#define REQUIRE(cond, ...)                                                   \
+    do {                                                                     \
+        ++g_checks;                                                          \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s | ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                    \
+            fprintf(stderr, "\n");                                           \
+            exit(1);                                                         \
+        }                                                                    \
+    } while (0)
+
+static void checkCoverage(int64_t items, int64_t workers) {
+    int64_t next = 0, mn = INT64_MAX, mx = 0;
+    for (int64_t w = 0; w < workers; ++w) {
+        Range r = SplitBigSmall(items, workers, w);
+        REQUIRE(r.begin == next, "items %lld workers %lld", (long long)items, (long long)workers);
+        next = r.end;
+        mn = std::min(mn, r.end - r.begin); mx = std::max(mx, r.end - r.begin);
+    }
+    REQUIRE(next == items && mx - mn <= 1, "items %lld workers %lld", (long long)items, (long long)workers);
+}
+
+int main() {
+    const AscendPlatform plats[] = {{1, 2, 196608}, {3, 6, 196608}, {20, 40, 196608}, {24, 48, 196608}};
+    const int64_t rows[] = {0, 1, 7, 47, 1000, 123457, 2000000, 5000000};
+    const int64_t chans[] = {1, 3, 8, 16, 55, 77, 128, 256, 512, 1000, 1024};
+    const int64_t kvols[] = {1, 27, 125};
+    long combos = 0;
+    for (const auto& p : plats)
+        for (int64_t M : rows)
+            for (int64_t K : kvols)
+                for (int64_t cin : chans)
+                    for (int64_t cout : {(int64_t)1, (int64_t)77, cin, (int64_t)1024})
+                        for (int32_t dt : {0, 1, 2}) {
+                            ++combos;
+                            const int64_t esz = DTypeSize(dt);
+                            // ---------------- gather_mm
+                            GatherMmTilingData t;
+                            GatherMmShape s{M, M + 5, K, cin, cout, dt};
+                            REQUIRE(GatherMmTiling(s, p, t) == TILING_OK, "M %lld K %lld cin %lld", (long long)M, (long long)K, (long long)cin);
+                            REQUIRE(t.ubBytes <= (int64_t)p.ubSize, "ub %d", t.ubBytes);
+                            REQUIRE(t.ubBytes == t.nbrBufBytes + 2LL * t.segsPerFill * t.segPitch, "ub sum");
+                            REQUIRE(t.segPitch % 32 == 0 && t.segPitch >= cin * esz, "pitch");
+                            REQUIRE(t.nbrBufBytes % 32 == 0 && t.nbrBufBytes >= t.tileRows * K * 4, "nbr buf");
+                            REQUIRE(t.kGroup >= 1 && t.kGroup <= K && (int64_t)t.kGroup * cin <= kMatmulMaxK, "kGroup %d", t.kGroup);
+                            REQUIRE(t.segsPerFill >= 1 && t.segsPerFill <= 4095, "F %d", t.segsPerFill);
+                            REQUIRE(t.tileRows >= 1 && t.tileRows <= kGmmMaxTileRows, "T %d", t.tileRows);
+                            REQUIRE(t.usedAiv <= (int32_t)p.aivNum && t.blockDim <= (int32_t)p.aicNum && 2 * t.blockDim >= t.usedAiv, "cores");
+                            REQUIRE(M == 0 ? t.usedAiv == 0 : t.usedAiv >= 1, "used %d", t.usedAiv);
+                            REQUIRE(t.slabElems == (int64_t)t.tileRows * t.kGroup * cin, "slab");
+                            REQUIRE(t.slabElems * esz <= kGmmSlabBudget || t.tileRows == 1, "slab budget %lld", (long long)(t.slabElems * esz));
+                            REQUIRE(t.wsPerAiv >= 2 * t.slabElems * esz && t.wsPerAiv % 512 == 0, "ws");
+                            REQUIRE(t.mm.Ka == t.kGroup * cin && t.mm.N == cout && t.mm.M == t.tileRows, "mm");
+                            if (t.usedAiv > 0) {
+                                checkCoverage(M, t.usedAiv);
+                                // a core's share fits one or more tiles; tiles never exceed the share unless share < 1 tile
+                                const int64_t share = (M + t.usedAiv - 1) / t.usedAiv;
+                                REQUIRE(t.tileRows <= std::max<int64_t>(share, 1) || t.tileRows == 1, "T vs share");
+                            }
+                            // ---------------- gather_mm_backprop_filter
+                            GatherMmBpfTilingData b;
+                            GatherMmBpfShape bs{M, M + 5, K, cin, cout, dt};
+                            REQUIRE(GatherMmBpfTiling(bs, p, b) == TILING_OK, "bpf M %lld cin %lld", (long long)M, (long long)cin);
+                            REQUIRE(b.ubBytes <= (int64_t)p.ubSize, "bpf ub %d", b.ubBytes);
+                            REQUIRE(b.cinBlock >= 1 && (int64_t)b.cinBlock * (b.numCinBlocks - 1) < cin &&
+                                        (int64_t)b.cinBlock * b.numCinBlocks >= cin, "blocks");
+                            REQUIRE(b.numItems == K * b.numCinBlocks, "items");
+                            REQUIRE(b.tileRows >= 1 && b.tileRows <= kBpfMaxTileRows && b.tileRows <= 4095, "Tm");
+                            REQUIRE(b.nbrBufBytes == b.tileRows * 32, "nbr col buffer");
+                            REQUIRE(b.segsPerFill >= 1 && b.segsPerFill <= b.tileRows, "F");
+                            REQUIRE(b.segPitch % 32 == 0 && b.segPitch >= b.cinBlock * esz, "pitch");
+                            REQUIRE(b.usedAiv <= (int32_t)p.aivNum && b.blockDim <= (int32_t)p.aicNum && 2 * b.blockDim >= b.usedAiv, "cores");
+                            REQUIRE(M == 0 ? b.usedAiv == 0 : b.usedAiv >= 1, "used");
+                            REQUIRE(b.usedAiv <= b.numItems, "used <= items");
+                            REQUIRE(b.slabElems * esz <= kBpfSlabBudget || b.tileRows == 1, "slab budget");
+                            REQUIRE(b.accOffset >= 2 * b.slabElems * esz && b.accOffset % 512 == 0, "acc offset");
+                            REQUIRE(b.wsPerAiv >= b.accOffset + (esz == 4 ? 0 : (int64_t)b.cinBlock * cout * 4), "ws");
+                            REQUIRE(esz == 4 ? b.castChunk == 0 : b.castChunk > 0, "cast chunk");
+                            if (b.usedAiv > 0) checkCoverage(b.numItems, b.usedAiv);
+                            // enough items for the AIVs whenever the channels allow it
+                            if (K * (cin / kBpfMinCinBlock) >= (int64_t)p.aivNum && M > 0)
+                                REQUIRE(b.numItems >= (int64_t)p.aivNum || b.numItems >= K * (cin / kBpfMinCinBlock) / 2, "balance");
+                        }
+    // invalid shapes are rejected, not wrapped
+    GatherMmTilingData t;
+    REQUIRE(GatherMmTiling({10, 10, 27, 0, 8, 0}, plats[0], t) == TILING_BAD_SHAPE, "cin 0");
+    REQUIRE(GatherMmTiling({-1, 10, 27, 8, 8, 0}, plats[0], t) == TILING_BAD_SHAPE, "M < 0");
+    REQUIRE(GatherMmTiling({10, 10, 27, 8, 8, 7}, plats[0], t) == TILING_BAD_DTYPE, "dtype");
+    REQUIRE(GatherMmTiling({10, 10, 27, 8, 8, 0}, {0, 0, 196608}, t) == TILING_BAD_PLATFORM, "no cores");
+    REQUIRE(GatherMmTiling({10, 10, 1, 70000, 8, 0}, plats[0], t) == TILING_CHANNELS_TOO_WIDE, "cin > 65535");
+    GatherMmBpfTilingData b;
+    REQUIRE(GatherMmBpfTiling({10, 10, 27, 8, 70000, 0}, plats[0], b) == TILING_CHANNELS_TOO_WIDE, "cout > 65535");
+    printf("tiling_test: %ld combinations, %ld checks OK\n", combos, g_checks);
+    return 0;
+}
