@@ -94,3 +94,14 @@ def test_ops_are_registered_with_schema():
     assert mx_sparse._ops.has_kernel("cpu")
     assert torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", "Autograd") or \
         torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", "AutogradCPU")
+
+
+def test_conv_map_with_many_more_outputs_than_inputs():
+    """Isolated voxels: a stride-1 3x3x3 conv gives 27 outputs per input (the output
+    table must grow past its initial size guess)."""
+    idx = torch.tensor([[b, 4 * i + 1, 4 * j + 1, 4 * k + 1] for b in range(2) for i in range(4) for j in range(4)
+                        for k in range(4)], dtype=torch.int32)
+    out_idx, nbr = F.build_conv_map(idx, [16, 16, 16], 2, [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1])
+    ref_idx, ref_nbr = brute_force_conv_map(idx, [16, 16, 16], (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1))
+    assert out_idx.shape[0] == 27 * idx.shape[0]
+    assert torch.equal(out_idx, ref_idx) and torch.equal(nbr, ref_nbr)

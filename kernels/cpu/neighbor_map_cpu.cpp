@@ -7,6 +7,7 @@
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include "../ops/op_args.h"
 #include "voxel_hash_table.h"
 
@@ -116,25 +117,47 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   return nbr;
 }
 
-// Every output key reached by an input row, collected unique and sorted.
-std::vector<int64_t> unique_output_keys(const int32_t* idx, int64_t n, const Grid& in_grid,
-                                        const Grid& out_grid, const ConvGeometry& geo,
-                                        VoxelHashTable& out_table) {
+// Hashes every output key reached by an input row. Returns false, leaving the
+// table incomplete, as soon as the table passes half load.
+bool hash_output_keys(const int32_t* idx, int64_t n, const Grid& in_grid, const Grid& out_grid,
+                      const ConvGeometry& geo, VoxelHashTable& out_table) {
   const int64_t kvol = kernel_volume(geo);
+  std::atomic<bool> overflow{false};
   at::parallel_for(0, n, kRowGrain / 8, [&](int64_t b, int64_t e) {
     int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], oc[kMaxSpatialDims];
-    for (int64_t r = b; r < e; ++r) {
+    for (int64_t r = b; r < e && !overflow.load(std::memory_order_relaxed); ++r) {
+      if (out_table.full()) {
+        overflow = true;
+        break;
+      }
       const int64_t batch = read_row(idx, in_grid.ndim, r, c);
       for (int64_t k = 0; k < kvol; ++k) {
         kernel_position(geo, k, kp);
         bool created;
-        if (conv_output_of(geo, out_grid, c, kp, oc)) out_table.insert(pack_coord(out_grid, batch, oc), &created);
+        if (conv_output_of(geo, out_grid, c, kp, oc) && out_table.insert(pack_coord(out_grid, batch, oc), &created) < 0)
+          overflow = true;
       }
     }
   });
+  return !overflow.load();
+}
+
+// The output voxel table of a strided conv, sized from a guess (LiDAR layers
+// reach about as many outputs as inputs) and rebuilt 4x larger until it fits;
+// the key set, hence the result, does not depend on the guess.
+std::unique_ptr<VoxelHashTable> output_table(const int32_t* idx, int64_t n, const Grid& in_grid,
+                                             const Grid& out_grid, const ConvGeometry& geo) {
+  for (int64_t expected = std::max<int64_t>(2 * n, 1);; expected *= 4) {
+    auto table = std::make_unique<VoxelHashTable>(expected);
+    if (hash_output_keys(idx, n, in_grid, out_grid, geo, *table)) return table;
+  }
+}
+
+// The table's keys, ascending: the canonical (batch, *spatial) output order.
+std::vector<int64_t> sorted_keys(const VoxelHashTable& table) {
   std::vector<int64_t> keys;
-  for (int64_t s = 0; s < out_table.capacity(); ++s)
-    if (out_table.key_at(s) != kEmptyKey) keys.push_back(out_table.key_at(s));
+  for (int64_t s = 0; s < table.capacity(); ++s)
+    if (table.key_at(s) != kEmptyKey) keys.push_back(table.key_at(s));
   std::sort(keys.begin(), keys.end());
   return keys;
 }
@@ -157,8 +180,9 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
     hash_input_rows(idx, n, grid, input_table);
   }
 
-  VoxelHashTable out_table(std::max<int64_t>(n * std::min<int64_t>(kvol, 8), 1));
-  const std::vector<int64_t> keys = unique_output_keys(idx, n, grid, out_grid, geo, out_table);
+  const std::unique_ptr<VoxelHashTable> table = output_table(idx, n, grid, out_grid, geo);
+  VoxelHashTable& out_table = *table;
+  const std::vector<int64_t> keys = sorted_keys(out_table);
   const int64_t m = static_cast<int64_t>(keys.size());
   check_row_count(m);
 

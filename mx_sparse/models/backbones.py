@@ -25,7 +25,17 @@ def down(cin, cout, key, padding=1, kernel_size=3, stride=2):
                                      indice_key=key))
 
 
-class VoxelBackBone8x(SparseModule):
+class StagedEncoder(SparseModule):
+    """Input layer, four stages and an output layer applied in sequence."""
+
+    def forward(self, x):
+        x = self.conv_input(x)
+        for stage in (self.conv1, self.conv2, self.conv3, self.conv4, self.conv_out):
+            x = stage(x)
+        return x
+
+
+class VoxelBackBone8x(StagedEncoder):
     """SECOND encoder: 1x, 2x, 4x, 8x stages of submanifold convs with strided
     downsampling, then a (3,1,1) stride-(2,1,1) conv that squeezes height."""
 
@@ -39,12 +49,6 @@ class VoxelBackBone8x(SparseModule):
                                       subm(64, 64, "subm4"))
         self.conv_out = down(64, 128, "spconv_down2", padding=0, kernel_size=(3, 1, 1), stride=(2, 1, 1))
         self.out_channels = 128
-
-    def forward(self, x):
-        x = self.conv_input(x)
-        for stage in (self.conv1, self.conv2, self.conv3, self.conv4, self.conv_out):
-            x = stage(x)
-        return x
 
 
 class SparseBasicBlock(SparseModule):
@@ -65,7 +69,7 @@ class SparseBasicBlock(SparseModule):
         return out.replace_feature(self.relu(self.bn2(out.features) + x.features))
 
 
-class VoxelResBackBone8x(SparseModule):
+class VoxelResBackBone8x(StagedEncoder):
     """CenterPoint encoder: VoxelBackBone8x with residual blocks in every stage."""
 
     def __init__(self, in_channels: int = 4):
@@ -80,12 +84,6 @@ class VoxelResBackBone8x(SparseModule):
                                       SparseBasicBlock(128, "res4"))
         self.conv_out = down(128, 128, "spconv_down2", padding=0, kernel_size=(3, 1, 1), stride=(2, 1, 1))
         self.out_channels = 128
-
-    def forward(self, x):
-        x = self.conv_input(x)
-        for stage in (self.conv1, self.conv2, self.conv3, self.conv4, self.conv_out):
-            x = stage(x)
-        return x
 
 
 class SparseUNet(SparseModule):
