@@ -7,9 +7,8 @@
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include "../ops/op_args.h"
-#include "voxel_hash_table.h"
+#include "sorted_voxels.h"
 
 namespace mxs {
 namespace {
@@ -60,29 +59,41 @@ void check_rows_in_grid(const int32_t* idx, int64_t n, const Grid& g, int64_t ba
   }
 }
 
-// Hashes every input voxel to its row; rejects duplicate coordinates.
-void hash_input_rows(const int32_t* idx, int64_t n, const Grid& g, VoxelHashTable& table) {
-  FirstBadRow dup;
+void check_row_count(int64_t n) {
+  TORCH_CHECK_VALUE(n < INT32_MAX, "indices: ", n,
+                    " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
+}
+
+// All input voxels sorted by key; rejects duplicate coordinates (they end up
+// adjacent), naming the later row of the lowest such pair.
+std::vector<KeyRow> sorted_input_voxels(const int32_t* idx, int64_t n, const Grid& g) {
+  std::vector<KeyRow> sorted(n);
   at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
     int64_t c[kMaxSpatialDims];
     for (int64_t r = b; r < e; ++r) {
       const int64_t batch = read_row(idx, g.ndim, r, c);
-      bool created = false;
-      const int64_t slot = table.insert(pack_coord(g, batch, c), &created);
-      if (created) table.set_value(slot, static_cast<int32_t>(r));
-      else dup.report(r);
+      sorted[r] = {pack_coord(g, batch, c), static_cast<int32_t>(r)};
     }
+  });
+  parallel_sort(sorted, key_less);
+  FirstBadRow dup;
+  at::parallel_for(1, std::max<int64_t>(n, 1), kRowGrain, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t)
+      if (sorted[t].key == sorted[t - 1].key) dup.report(std::max(sorted[t].row, sorted[t - 1].row));
   });
   if (dup.any()) {
     const int64_t r = dup.row.load();
     TORCH_CHECK_VALUE(false, "indices: duplicate voxel ", coord_str(idx, g.ndim, r), " at row ", r,
                       "; expected every (batch, *coords) row to be unique");
   }
+  return sorted;
 }
 
-void check_row_count(int64_t n) {
-  TORCH_CHECK_VALUE(n < INT32_MAX, "indices: ", n,
-                    " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
+// Key difference of a spatial offset: keys are row-major, so it is a constant.
+int64_t key_delta(const Grid& g, const int64_t* offset) {
+  int64_t delta = 0;
+  for (int d = 0; d < g.ndim; ++d) delta = delta * g.shape[d] + offset[d];
+  return delta;
 }
 
 at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spatial_shape,
@@ -97,69 +108,75 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   check_row_count(n);
   const int32_t* idx = indices.data_ptr<int32_t>();
   check_rows_in_grid(idx, n, grid, batch_size, spatial_shape);
-
-  VoxelHashTable table(n);
-  hash_input_rows(idx, n, grid, table);
+  const std::vector<KeyRow> sorted = sorted_input_voxels(idx, n, grid);
 
   at::Tensor nbr = at::empty({n, kvol}, indices.options());
   int32_t* out = nbr.data_ptr<int32_t>();
-  at::parallel_for(0, n, kRowGrain / 8, [&](int64_t b, int64_t e) {
-    int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], ic[kMaxSpatialDims];
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t batch = read_row(idx, grid.ndim, r, c);
-      for (int64_t k = 0; k < kvol; ++k) {
-        kernel_position(geo, k, kp);
-        out[r * kvol + k] = subm_input_of(geo, grid, c, kp, ic) ? table.find(pack_coord(grid, batch, ic))
-                                                                : kNoNeighbor;
+  // Chunks of the sorted order; inside a chunk, one merge sweep per offset.
+  at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
+    int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], nc[kMaxSpatialDims], off[kMaxSpatialDims];
+    for (int64_t k = 0; k < kvol; ++k) {
+      kernel_position(geo, k, kp);
+      for (int d = 0; d < grid.ndim; ++d) off[d] = (kp[d] - geo.kernel[d] / 2) * geo.dilation[d];
+      const int64_t delta = key_delta(grid, off);
+      int64_t j = lower_bound_from(sorted, 0, sorted[b].key + delta);
+      for (int64_t t = b; t < e; ++t) {
+        const int64_t q = sorted[t].key + delta;
+        while (j < n && sorted[j].key < q) ++j;
+        const int32_t r = sorted[t].row;
+        read_row(idx, grid.ndim, r, c);
+        // a key match is this voxel's neighbor only if the offset stays inside the grid
+        const bool hit = j < n && sorted[j].key == q && subm_input_of(geo, grid, c, kp, nc);
+        out[int64_t(r) * kvol + k] = hit ? sorted[j].row : kNoNeighbor;
       }
     }
   });
   return nbr;
 }
 
-// Hashes every output key reached by an input row. Returns false, leaving the
-// table incomplete, as soon as the table passes half load.
-bool hash_output_keys(const int32_t* idx, int64_t n, const Grid& in_grid, const Grid& out_grid,
-                      const ConvGeometry& geo, VoxelHashTable& out_table) {
-  const int64_t kvol = kernel_volume(geo);
-  std::atomic<bool> overflow{false};
-  at::parallel_for(0, n, kRowGrain / 8, [&](int64_t b, int64_t e) {
-    int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], oc[kMaxSpatialDims];
-    for (int64_t r = b; r < e && !overflow.load(std::memory_order_relaxed); ++r) {
-      if (out_table.full()) {
-        overflow = true;
-        break;
-      }
-      const int64_t batch = read_row(idx, in_grid.ndim, r, c);
-      for (int64_t k = 0; k < kvol; ++k) {
-        kernel_position(geo, k, kp);
-        bool created;
-        if (conv_output_of(geo, out_grid, c, kp, oc) && out_table.insert(pack_coord(out_grid, batch, oc), &created) < 0)
-          overflow = true;
-      }
-    }
-  });
-  return !overflow.load();
-}
+// One (output voxel, kernel offset, input row) contribution of a strided conv.
+struct OutputPair {
+  int64_t out_key;
+  int32_t row, k;
+};
 
-// The output voxel table of a strided conv, sized from a guess (LiDAR layers
-// reach about as many outputs as inputs) and rebuilt 4x larger until it fits;
-// the key set, hence the result, does not depend on the guess.
-std::unique_ptr<VoxelHashTable> output_table(const int32_t* idx, int64_t n, const Grid& in_grid,
-                                             const Grid& out_grid, const ConvGeometry& geo) {
-  for (int64_t expected = std::max<int64_t>(2 * n, 1);; expected *= 4) {
-    auto table = std::make_unique<VoxelHashTable>(expected);
-    if (hash_output_keys(idx, n, in_grid, out_grid, geo, *table)) return table;
+// Calls fn(out_key, k) for every output reached from input row r.
+template <typename Fn>
+inline void for_each_output(const int32_t* idx, int64_t r, const Grid& in_grid, const Grid& out_grid,
+                            const ConvGeometry& geo, int64_t kvol, Fn fn) {
+  int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], oc[kMaxSpatialDims];
+  const int64_t batch = read_row(idx, in_grid.ndim, r, c);
+  for (int64_t k = 0; k < kvol; ++k) {
+    kernel_position(geo, k, kp);
+    if (conv_output_of(geo, out_grid, c, kp, oc)) fn(pack_coord(out_grid, batch, oc), k);
   }
 }
 
-// The table's keys, ascending: the canonical (batch, *spatial) output order.
-std::vector<int64_t> sorted_keys(const VoxelHashTable& table) {
-  std::vector<int64_t> keys;
-  for (int64_t s = 0; s < table.capacity(); ++s)
-    if (table.key_at(s) != kEmptyKey) keys.push_back(table.key_at(s));
-  std::sort(keys.begin(), keys.end());
-  return keys;
+// Every contribution, sorted by output key: counted per fixed chunk of rows,
+// then written at prefix-sum offsets, then sorted. Equal keys differ in k, so
+// their relative order never matters.
+std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const Grid& in_grid,
+                                            const Grid& out_grid, const ConvGeometry& geo) {
+  const int64_t kvol = kernel_volume(geo), chunks = (n + kRowGrain - 1) / kRowGrain;
+  std::vector<int64_t> offset(chunks + 1, 0);
+  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c)
+      for (int64_t r = c * kRowGrain; r < std::min(n, (c + 1) * kRowGrain); ++r)
+        for_each_output(idx, r, in_grid, out_grid, geo, kvol, [&](int64_t, int64_t) { ++offset[c + 1]; });
+  });
+  for (int64_t c = 0; c < chunks; ++c) offset[c + 1] += offset[c];
+  std::vector<OutputPair> pairs(offset[chunks]);
+  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      int64_t w = offset[c];
+      for (int64_t r = c * kRowGrain; r < std::min(n, (c + 1) * kRowGrain); ++r)
+        for_each_output(idx, r, in_grid, out_grid, geo, kvol, [&](int64_t key, int64_t k) {
+          pairs[w++] = {key, static_cast<int32_t>(r), static_cast<int32_t>(k)};
+        });
+    }
+  });
+  parallel_sort(pairs, [](const OutputPair& a, const OutputPair& b) { return a.out_key < b.out_key; });
+  return pairs;
 }
 
 std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
@@ -175,40 +192,32 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   check_row_count(n);
   const int32_t* idx = indices.data_ptr<int32_t>();
   check_rows_in_grid(idx, n, grid, batch_size, spatial_shape);
-  {
-    VoxelHashTable input_table(n);  // built only to reject duplicate voxels
-    hash_input_rows(idx, n, grid, input_table);
-  }
+  sorted_input_voxels(idx, n, grid);  // rejects duplicate voxels
 
-  const std::unique_ptr<VoxelHashTable> table = output_table(idx, n, grid, out_grid, geo);
-  VoxelHashTable& out_table = *table;
-  const std::vector<int64_t> keys = sorted_keys(out_table);
-  const int64_t m = static_cast<int64_t>(keys.size());
+  const std::vector<OutputPair> pairs = sorted_output_pairs(idx, n, grid, out_grid, geo);
+  const int64_t np = static_cast<int64_t>(pairs.size());
+  // output index of pair p = number of distinct keys before it
+  std::vector<int32_t> out_of(np);
+  int64_t m = 0;
+  for (int64_t p = 0; p < np; ++p) {
+    if (p > 0 && pairs[p].out_key != pairs[p - 1].out_key) ++m;
+    out_of[p] = static_cast<int32_t>(m);
+  }
+  m = np ? m + 1 : 0;
   check_row_count(m);
 
   at::Tensor out_indices = at::empty({m, 1 + grid.ndim}, indices.options());
-  int32_t* oi = out_indices.data_ptr<int32_t>();
-  at::parallel_for(0, m, kRowGrain, [&](int64_t b, int64_t e) {
-    int64_t c[kMaxSpatialDims];
-    for (int64_t j = b; j < e; ++j) {
-      out_table.set_value(out_table.find_slot(keys[j]), static_cast<int32_t>(j));
-      oi[j * (1 + grid.ndim)] = static_cast<int32_t>(unpack_coord(out_grid, keys[j], c));
-      for (int d = 0; d < grid.ndim; ++d) oi[j * (1 + grid.ndim) + 1 + d] = static_cast<int32_t>(c[d]);
-    }
-  });
-
   at::Tensor nbr = at::full({m, kvol}, kNoNeighbor, indices.options());
+  int32_t* oi = out_indices.data_ptr<int32_t>();
   int32_t* map = nbr.data_ptr<int32_t>();
-  at::parallel_for(0, n, kRowGrain / 8, [&](int64_t b, int64_t e) {
-    int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], oc[kMaxSpatialDims];
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t batch = read_row(idx, grid.ndim, r, c);
-      for (int64_t k = 0; k < kvol; ++k) {
-        kernel_position(geo, k, kp);
-        if (!conv_output_of(geo, out_grid, c, kp, oc)) continue;
-        // (o, k) determines the input uniquely, so this cell has one writer.
-        map[int64_t(out_table.find(pack_coord(out_grid, batch, oc))) * kvol + k] = static_cast<int32_t>(r);
-      }
+  at::parallel_for(0, np, kRowGrain, [&](int64_t b, int64_t e) {
+    int64_t c[kMaxSpatialDims];
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t o = out_of[p];
+      map[o * kvol + pairs[p].k] = pairs[p].row;  // (o, k) determines the row: one writer per cell
+      if (p > 0 && out_of[p - 1] == o) continue;  // first pair of each output writes its coordinates
+      oi[o * (1 + grid.ndim)] = static_cast<int32_t>(unpack_coord(out_grid, pairs[p].out_key, c));
+      for (int d = 0; d < grid.ndim; ++d) oi[o * (1 + grid.ndim) + 1 + d] = static_cast<int32_t>(c[d]);
     }
   });
   return {out_indices, nbr};

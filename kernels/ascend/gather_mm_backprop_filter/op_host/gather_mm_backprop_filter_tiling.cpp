@@ -7,7 +7,9 @@
 // slab^T @ grad[m0:m0+Tm, :] (grad rows are read in place from GM: no copy) and accumulates
 // into dW (fp32) or into a per-AIV fp32 accumulator that is cast to fp16/bf16 once at the end.
 // Items are split over the AIVs with big/small balancing; the channel blocks are chosen so that
-// there are at least as many items as AIVs when the channels allow it.
+// there are at least as many items as AIVs when the channels allow it; when they do not (small
+// Cin), every item's rows are split into P ranges whose fp32 partial products go to workspace; after a
+// SyncAll later every AIV adds a share of them in fixed order -- still deterministic, no atomics.
 #include "gather_mm_backprop_filter_tiling.h"
 
 namespace mxs_ascend {
@@ -33,17 +35,26 @@ int32_t GatherMmBpfTiling(const GatherMmBpfShape& s, const AscendPlatform& p, Ga
     if (cb > s.cin) cb = s.cin;
     nb = CeilDiv(s.cin, cb);
     const int64_t items = s.kvol * nb;
-    const int64_t used = s.numOut == 0 ? 0 : Min64(aiv, items);  // M == 0: dW = 0, zero-filled by the caller
+    // Too few items for the AIVs (small Cin): split each item's rows into P ranges; the partial
+    // products go to fp32 workspace slots and, after SyncAll, all AIVs add them in fixed order.
+    int64_t P = 1;
+    if (items < 2 * aiv && s.numOut > 0) {
+        P = Min64(CeilDiv(8 * aiv, items), Max64(1, s.numOut / kBpfMinPartRows));
+        P = Min64(P, Max64(1, kBpfPartialBudget / (items * cb * s.cout * 4)));
+        P = Max64(P, 1);
+    }
+    const int64_t units = items * P;
+    const int64_t used = s.numOut == 0 ? 0 : Min64(aiv, units);  // M == 0: dW = 0, zero-filled by the caller
 
     const int64_t rowBytes = cb * esz;
     const int64_t segPitch = AlignUp(rowBytes, (int64_t)kUbBlock);
     int64_t Tm = Min64(kBpfMaxTileRows, Max64(1, kBpfSlabBudget / rowBytes));
     if (Tm >= 16) Tm = AlignDown(Tm, 16);
-    Tm = Max64(1, Min64(Tm, Max64(1, s.numOut)));
+    Tm = Max64(1, Min64(Tm, Max64(1, CeilDiv(s.numOut, P))));
 
     const int64_t nbrBufBytes = Tm * 32;
-    const int64_t castChunk = esz == 4 ? 0 : kBpfCastChunk;
-    const int64_t castBytes = castChunk * (4 + esz);
+    const int64_t castChunk = (esz == 4 && P == 1) ? 0 : kBpfCastChunk;
+    const int64_t castBytes = castChunk * (4 + esz) + (P > 1 ? castChunk * 4 : 0);  // + reduce accumulator
     const int64_t ubAvail = (int64_t)p.ubSize - nbrBufBytes - castBytes;
     if (ubAvail < 2 * segPitch) return TILING_CHANNELS_TOO_WIDE;
     int64_t F = Min64(Tm, ubAvail / (2 * segPitch));
@@ -59,6 +70,10 @@ int32_t GatherMmBpfTiling(const GatherMmBpfShape& s, const AscendPlatform& p, Ga
     t.accOffset = AlignUp(2 * t.slabElems * esz, 512);
     const int64_t accBytes = esz == 4 ? 0 : cb * s.cout * 4;
     t.wsPerAiv = AlignUp(t.accOffset + accBytes, 512);
+    t.numParts = (int32_t)P;
+    t.numUnits = (int32_t)units;
+    t.partialOffset = t.wsPerAiv * 2 * t.blockDim;
+    t.redChunks = P > 1 ? (int32_t)CeilDiv(cb * s.cout, castChunk) : 0;
 
     TCubeTiling& mm = t.mm;
     mm.usedCoreNum = t.blockDim;
@@ -71,7 +86,8 @@ int32_t GatherMmBpfTiling(const GatherMmBpfShape& s, const AscendPlatform& p, Ga
 }
 
 uint64_t GatherMmBpfWorkspaceBytes(const GatherMmBpfTilingData& t) {
-    return kSysWorkspace + (uint64_t)t.wsPerAiv * (uint64_t)(2 * (t.blockDim > 0 ? t.blockDim : 1));
+    const uint64_t partials = t.numParts > 1 ? (uint64_t)t.numUnits * t.cinBlock * t.cout * 4 : 0;
+    return kSysWorkspace + (uint64_t)t.wsPerAiv * (uint64_t)(2 * (t.blockDim > 0 ? t.blockDim : 1)) + partials;
 }
 
 }  // namespace mxs_ascend

@@ -10,6 +10,9 @@
 //   3. Cube Matmul slab^T[cinBlock, Tm] @ grad[m0:m0+Tm, :] (A transposed, grad read in place)
 //      overwrites (first tile) / accumulates (later tiles) dW[k][block] (fp32) or the AIV's fp32
 //      accumulator (fp16/bf16), which is cast to the output type once per item (vector Cast).
+// When there are fewer items than AIVs (small Cin), each item's rows are split into P ranges whose
+// fp32 partials go to workspace slots; after SyncAll every AIV adds a share of the chunks in fixed
+// p order and casts (still deterministic, no atomics).
 // Two slabs alternate so tile i+1 is gathered while the AIC multiplies tile i.
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
@@ -33,11 +36,15 @@ public:
                                const GatherMmBpfTilingData& t) {
         REGIST_MATMUL_OBJ(&pipe_, GetSysWorkSpacePtr(), mm_, &t.mm);
         const int64_t aiv = GetBlockIdx();
-        if (aiv >= t.usedAiv) return;
-        const int64_t base = t.numItems / t.usedAiv, extra = t.numItems % t.usedAiv;
-        const int64_t it0 = aiv * base + (aiv < extra ? aiv : extra);
-        const int64_t nIt = base + (aiv < extra ? 1 : 0);
-        if (nIt <= 0) return;
+        const bool split = t.numParts > 1;
+        // with split items every AIV of the launch must reach the SyncAll before the reduce phase
+        if (aiv >= t.usedAiv && !split) return;
+        int64_t it0 = 0, nIt = 0;
+        if (aiv < t.usedAiv) {
+            const int64_t base = t.numUnits / t.usedAiv, extra = t.numUnits % t.usedAiv;
+            it0 = aiv * base + (aiv < extra ? aiv : extra);
+            nIt = base + (aiv < extra ? 1 : 0);
+        }
 
         t_ = &t;
         K_ = t.kvol; cin_ = t.cin; cout_ = t.cout; F_ = t.segsPerFill;
@@ -48,6 +55,8 @@ public:
         GM_ADDR user = GetUserWorkspace(workspace) + aiv * t.wsPerAiv;
         slabGm_[0].SetGlobalBuffer((__gm__ T*)user, (uint64_t)t.slabElems);
         slabGm_[1].SetGlobalBuffer((__gm__ T*)user + t.slabElems, (uint64_t)t.slabElems);
+        partialGm_.SetGlobalBuffer((__gm__ float*)(GetUserWorkspace(workspace) + t.partialOffset),
+                                   t.numParts > 1 ? (uint64_t)t.numUnits * t.cinBlock * cout_ : 1);
         if constexpr (kCast) {
             accGm_.SetGlobalBuffer((__gm__ float*)(user + t.accOffset), (uint64_t)t.cinBlock * cout_);
             dwT_.SetGlobalBuffer((__gm__ T*)dw, (uint64_t)K_ * cin_ * cout_);
@@ -57,10 +66,11 @@ public:
 
         pipe_.InitBuffer(nbrBuf_, t.nbrBufBytes);
         pipe_.InitBuffer(fillBuf_, 2 * F_ * t.segPitch);
-        if constexpr (kCast) {
+        if (t.castChunk > 0) {
             pipe_.InitBuffer(castIn_, 1, t.castChunk * 4);
             pipe_.InitBuffer(castOut_, 1, t.castChunk * (int32_t)sizeof(T));
         }
+        if (split) pipe_.InitBuffer(accBuf_, t.castChunk * 4);
         nbrUb_ = nbrBuf_.Get<int32_t>();
         fillUb_[0] = fillBuf_.Get<T>();
         fillUb_[1] = fillUb_[0][F_ * segPitchElems_];
@@ -69,21 +79,31 @@ public:
         for (int b = 0; b < 2; ++b)
             if (bufUsed_[b]) WaitFlag<HardEvent::MTE3_V>(b);
         mm_.End();
+        if (split) {
+            SyncAll<false>();  // every partial (written by the AICs) is complete
+            Reduce(dw, aiv, GetBlockNum() * GetTaskRatio());
+        }
     }
 
 private:
-    __aicore__ inline void RunItem(int64_t it) {
+    __aicore__ inline void RunItem(int64_t unit) {
+        const int64_t it = unit / t_->numParts, part = unit % t_->numParts;
+        const int64_t pb = t_->numOut / t_->numParts, pe = t_->numOut % t_->numParts;  // big/small rows
+        const int64_t mBegin = part * pb + (part < pe ? part : pe);
+        const int64_t mEnd = mBegin + pb + (part < pe ? 1 : 0);
+        const bool split = t_->numParts > 1;
         const int32_t k = (int32_t)(it / t_->numCinBlocks);
         const int32_t blk = (int32_t)(it % t_->numCinBlocks);
         const int32_t ci0 = blk * t_->cinBlock;
         const int32_t cb = (cin_ - ci0) < t_->cinBlock ? (cin_ - ci0) : t_->cinBlock;
         GlobalTensor<float> c;
-        if constexpr (kCast) c = accGm_;
+        if (split) c = partialGm_[unit * t_->cinBlock * cout_];  // fp32 partial, reduced by the 2nd launch
+        else if constexpr (kCast) c = accGm_;
         else c = dwF_[((int64_t)k * cin_ + ci0) * cout_];
         bool pending = false;
         int slab = 0;
-        for (int64_t m0 = 0; m0 < t_->numOut; m0 += t_->tileRows) {
-            const int32_t tm = (int32_t)((t_->numOut - m0) < t_->tileRows ? (t_->numOut - m0) : t_->tileRows);
+        for (int64_t m0 = mBegin; m0 < mEnd; m0 += t_->tileRows) {
+            const int32_t tm = (int32_t)((mEnd - m0) < t_->tileRows ? (mEnd - m0) : t_->tileRows);
             // column k of nbr for rows [m0, m0+tm): 4 bytes per row, GM stride K*4, UB pitch 32 B
             DataCopyPad(nbrUb_, nbrGm_[m0 * K_ + k],
                         DataCopyExtParams((uint16_t)tm, 4, (uint32_t)((K_ - 1) * 4), 0, 0),
@@ -95,12 +115,14 @@ private:
             mm_.SetTensorA(slabGm_[slab], true);
             mm_.SetTensorB(gradGm_[m0 * cout_]);
             mm_.SetSingleShape(cb, cout_, tm);
-            mm_.template IterateAll<false>(c, m0 == 0 ? 0 : 1, false, true);
+            mm_.template IterateAll<false>(c, m0 == mBegin ? 0 : 1, false, true);
             pending = true;
             slab ^= 1;
         }
         if (pending) mm_.WaitIterateAll();
-        if constexpr (kCast) CastOut(k, ci0, cb);
+        if constexpr (kCast) {
+            if (!split) CastOut(k, ci0, cb);
+        }
     }
 
     // rows [0, tm) of the tile: features[nbr[m, k], ci0:ci0+cb] -> slab[tm, cb]
@@ -135,6 +157,47 @@ private:
         }
     }
 
+    // Split items: dW block = sum_p partial[item*P + p] in fixed p order (fp32), cast to T (RINT).
+    // Chunks of all items are spread over every AIV of the launch.
+    __aicore__ inline void Reduce(GM_ADDR dw, int64_t core, int64_t cores) {
+        const GatherMmBpfTilingData& t = *t_;
+        GlobalTensor<T> dwGm;
+        dwGm.SetGlobalBuffer((__gm__ T*)dw, (uint64_t)K_ * cin_ * cout_);
+        LocalTensor<float> acc = accBuf_.Get<float>();
+        const int64_t work = (int64_t)t.numItems * t.redChunks;
+        const int64_t base = work / cores, extra = work % cores;
+        const int64_t w0 = core * base + (core < extra ? core : extra);
+        const int64_t nw = base + (core < extra ? 1 : 0);
+        for (int64_t wi = w0; wi < w0 + nw; ++wi) {
+            const int64_t item = wi / t.redChunks, ch = wi % t.redChunks;
+            const int32_t k = (int32_t)(item / t.numCinBlocks), blk = (int32_t)(item % t.numCinBlocks);
+            const int32_t ci0 = blk * t.cinBlock;
+            const int32_t cb = (cin_ - ci0) < t.cinBlock ? (cin_ - ci0) : t.cinBlock;
+            const int64_t total = (int64_t)cb * cout_, e0 = ch * (int64_t)t.castChunk;
+            if (e0 >= total) continue;
+            const int32_t n = (int32_t)((total - e0) < t.castChunk ? (total - e0) : t.castChunk);
+            for (int32_t p = 0; p < t.numParts; ++p) {
+                LocalTensor<float> in = castIn_.template AllocTensor<float>();
+                DataCopyPad(in, partialGm_[(item * t.numParts + p) * (int64_t)t.cinBlock * cout_ + e0],
+                            DataCopyExtParams(1, (uint32_t)(n * 4), 0, 0, 0),
+                            DataCopyPadExtParams<float>(false, 0, 0, 0.0f));
+                castIn_.EnQue(in);
+                in = castIn_.template DeQue<float>();
+                if (p == 0) Adds(acc, in, 0.0f, n);
+                else Add(acc, acc, in, n);
+                castIn_.FreeTensor(in);
+            }
+            LocalTensor<T> o = castOut_.template AllocTensor<T>();
+            if constexpr (kCast) Cast(o, acc, RoundMode::CAST_RINT, (uint32_t)n);
+            else Adds(o, acc, 0.0f, n);
+            castOut_.EnQue(o);
+            o = castOut_.template DeQue<T>();
+            DataCopyPad(dwGm[((int64_t)k * cin_ + ci0) * cout_ + e0], o,
+                        DataCopyExtParams(1, (uint32_t)(n * sizeof(T)), 0, 0, 0));
+            castOut_.FreeTensor(o);
+        }
+    }
+
     // fp32 accumulator [cb, cout] -> dW[k][ci0:ci0+cb, :] in T (RNE), chunked through UB
     __aicore__ inline void CastOut(int32_t k, int32_t ci0, int32_t cb) {
         const int64_t total = (int64_t)cb * cout_;
@@ -158,13 +221,13 @@ private:
 
     TPipe pipe_;
     Matmul<AT, BT, CT, BiasT> mm_;
-    TBuf<TPosition::VECCALC> nbrBuf_, fillBuf_;
+    TBuf<TPosition::VECCALC> nbrBuf_, fillBuf_, accBuf_;
     TQue<TPosition::VECIN, 1> castIn_;
     TQue<TPosition::VECOUT, 1> castOut_;
     LocalTensor<int32_t> nbrUb_;
     LocalTensor<T> fillUb_[2];
     GlobalTensor<T> featGm_, gradGm_, slabGm_[2], dwT_;
-    GlobalTensor<float> accGm_, dwF_;
+    GlobalTensor<float> accGm_, dwF_, partialGm_;
     GlobalTensor<int32_t> nbrGm_;
     const GatherMmBpfTilingData* t_ = nullptr;
     int32_t K_ = 0, cin_ = 0, cout_ = 0, segPitchElems_ = 0, F_ = 0;
@@ -189,3 +252,4 @@ extern "C" __global__ __aicore__ void gather_mm_backprop_filter(GM_ADDR features
         op.Run(features, grad, nbr, dw, workspace, t);
     }
 }
+

@@ -18,11 +18,13 @@
 namespace mxs_ascend {
 
 constexpr int32_t kSubmTile = 64;     // queries per tile (one int32 vector repeat)
-constexpr int32_t kSubmWindow = 64;   // candidates per vector rank step (larger windows split the tile)
+constexpr int32_t kSubmWindowMax = 128;  // candidates per vector rank step for K <= 27 (64 above; wider windows split the tile)
 constexpr int32_t kSubmMaxK = 125;    // K <= 5^3 (UB budget of the transpose tables)
 
 struct SubmMapShape {
-    int64_t numVoxels = 0;
+    int64_t numVoxels = 0;                  // query rows M
+    int64_t numCand = -1;                   // candidate rows N (-1: = numVoxels, submanifold)
+    bool centered = true;                   // submanifold: offsets (kpos - k/2)*dil; conv: kpos*dil
     int32_t ndim = 3;
     int64_t paddedShape[4] = {0, 0, 0, 0};  // spatial shape + 2 * (kernel//2) * dilation per axis
     int64_t kernel[4] = {1, 1, 1, 1};
@@ -30,10 +32,10 @@ struct SubmMapShape {
 };
 
 int32_t SubmMapTiling(const SubmMapShape& s, const AscendPlatform& p, SubmMapTilingData& t);
-// Key offsets delta_k = sum_d (kpos_d - kernel_d/2) * dilation_d * stride_d on the padded grid
-// (k row-major over kernel_size, like the CPU backend). int64.
+// Key offsets delta_k = sum_d (kpos_d [- kernel_d/2 if centered]) * dilation_d * stride_d on the
+// padded grid (k row-major over kernel_size, like the CPU backend). int64, increasing in k.
 std::vector<int64_t> SubmMapDeltas(const SubmMapShape& s);
-// Constant aux table (uint32): [64*64] broadcast offsets j*8 | [64*K] transpose offsets (k*64+i)*4.
-std::vector<uint32_t> SubmMapAux(int32_t kvol);
+// Constant aux table (uint32): [window*64] broadcast offsets j*8 | [64*K] transpose offsets (k*64+i)*4.
+std::vector<uint32_t> SubmMapAux(int32_t kvol, int32_t window);
 
 }  // namespace mxs_ascend

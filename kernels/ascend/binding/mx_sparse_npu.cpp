@@ -1,0 +1,232 @@
+// PrivateUse1 (NPU) implementations of torch.ops.mx_sparse, built only when torch_npu and CANN are
+// present (setup.py detection); in CI here this file is compiled with -fsyntax-only against the
+// torch 2.14 + torch-npu 2.14.0 headers (tests/ascend/test_npu_binding_compiles.py).
+//
+// Calls follow the aclnn two-phase pattern through op-plugin's EXEC_NPU_CMD
+// (aclnnXxxGetWorkspaceSize -> workspace allocation -> aclnnXxx on the current NPU stream), with
+// the outputs allocated by ATen beforehand. What an AscendC kernel does not support is checked
+// here before launch, with a clear error:
+//   * groups != 1, K > 125 for the maps, Cin/Cout > 65535, dtypes other than fp32/fp16/bf16.
+// Host-side parts of the map builders are torch ops on NPU tensors (documented split, see
+// docs/en/ascend.md): int64 key packing, stable sort, output unique (strided conv) and the
+// un-permutation; only the sorted-key lookup runs as the AscendC kernel SubmMap.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "op_plugin/utils/op_api_common.h"
+
+namespace mxs_npu {
+namespace {
+
+constexpr int64_t kMaxKvolLookup = 125;
+constexpr int64_t kMaxMatmulDim = 65535;
+constexpr int64_t kTile = 64;
+constexpr int64_t kWindowMax = 128;
+
+void check_float(const at::Tensor& t, const char* name) {
+  const auto s = t.scalar_type();
+  TORCH_CHECK_VALUE(s == at::kFloat || s == at::kHalf || s == at::kBFloat16, name,
+                    ": the Ascend kernels support float32, float16 and bfloat16, got ", s);
+}
+
+void check_map(const at::Tensor& nbr, const char* name) {
+  TORCH_CHECK_VALUE(nbr.dim() == 2 && nbr.scalar_type() == at::kInt, name, ": expected an int32 [M, K] map, got ",
+                    nbr.scalar_type(), " ", nbr.sizes());
+}
+
+void check_groups(int64_t groups) {
+  TORCH_CHECK_VALUE(groups == 1, "groups: the Ascend kernels support groups=1 only, got ", groups,
+                    "; run this layer on the CPU backend");
+}
+
+// Constant offset tables of the lookup kernel (same as SubmMapAux in op_host).
+at::Tensor lookup_aux(int64_t kvol, int64_t window, const at::Device& dev) {
+  std::vector<int32_t> aux(window * kTile + kTile * kvol);
+  for (int64_t j = 0; j < window; ++j)
+    for (int64_t i = 0; i < kTile; ++i) aux[j * kTile + i] = static_cast<int32_t>(j * 8);
+  for (int64_t i = 0; i < kTile; ++i)
+    for (int64_t k = 0; k < kvol; ++k) aux[window * kTile + i * kvol + k] = static_cast<int32_t>((k * kTile + i) * 4);
+  return at::tensor(aux, at::TensorOptions().dtype(at::kInt)).to(dev);
+}
+
+// Key offsets of the kernel window on a padded grid; centered for the submanifold map.
+at::Tensor lookup_deltas(c10::IntArrayRef kernel, c10::IntArrayRef dilation, const std::vector<int64_t>& padded,
+                         bool centered, const at::Device& dev) {
+  int64_t kvol = 1;
+  for (auto k : kernel) kvol *= k;
+  std::vector<int64_t> d(kvol);
+  const int64_t nd = static_cast<int64_t>(kernel.size());
+  for (int64_t k = 0; k < kvol; ++k) {
+    int64_t rem = k, delta = 0, stride = 1;
+    for (int64_t a = nd - 1; a >= 0; --a) {
+      const int64_t kp = rem % kernel[a];
+      rem /= kernel[a];
+      delta += (kp - (centered ? kernel[a] / 2 : 0)) * dilation[a] * stride;
+      stride *= padded[a];
+    }
+    d[k] = delta;
+  }
+  return at::tensor(d, at::TensorOptions().dtype(at::kLong)).to(dev);
+}
+
+// nbrS[s, k] = position in ckeys of qkeys[s] + delta_k, or -1 (AscendC kernel SubmMap).
+at::Tensor lookup(const at::Tensor& qkeys, const at::Tensor& ckeys, c10::IntArrayRef kernel, c10::IntArrayRef dilation,
+                  const std::vector<int64_t>& padded, bool centered) {
+  int64_t kvol = 1;
+  for (auto k : kernel) kvol *= k;
+  TORCH_CHECK_VALUE(kvol <= kMaxKvolLookup, "kernel_size: the Ascend map kernel supports kernel volumes up to ",
+                    kMaxKvolLookup, " (5x5x5), got ", kvol, "; build this map on the CPU backend");
+  const int64_t window = kvol <= 27 ? kWindowMax : kWindowMax / 2;
+  at::Tensor nbrs = at::empty({qkeys.size(0), kvol}, qkeys.options().dtype(at::kInt));
+  if (qkeys.size(0) == 0) return nbrs;
+  const at::Tensor deltas = lookup_deltas(kernel, dilation, padded, centered, qkeys.device());
+  const at::Tensor aux = lookup_aux(kvol, window, qkeys.device());
+  const int64_t group = kernel[kernel.size() - 1];
+  EXEC_NPU_CMD(aclnnSubmMap, qkeys, ckeys, deltas, aux, group, nbrs);
+  return nbrs;
+}
+
+at::Tensor pack_keys(const at::Tensor& idx64, const std::vector<int64_t>& shape, const std::vector<int64_t>& shift,
+                     const std::vector<int64_t>& scale) {
+  at::Tensor key = idx64.select(1, 0).clone();
+  for (size_t d = 0; d < shape.size(); ++d)
+    key = key * shape[d] + idx64.select(1, 1 + d) * scale[d] + shift[d];
+  return key;
+}
+
+}  // namespace
+
+at::Tensor build_subm_map_npu(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
+                              c10::IntArrayRef kernel_size, c10::IntArrayRef dilation) {
+  (void)batch_size;
+  TORCH_CHECK_VALUE(indices.dim() == 2 && indices.scalar_type() == at::kInt &&
+                        indices.size(1) == static_cast<int64_t>(spatial_shape.size()) + 1,
+                    "indices: expected int32 [N, 1 + ndim], got ", indices.scalar_type(), " ", indices.sizes());
+  const size_t nd = spatial_shape.size();
+  std::vector<int64_t> padded(nd), shift(nd), one(nd, 1);
+  for (size_t d = 0; d < nd; ++d) {
+    shift[d] = (kernel_size[d] / 2) * dilation[d];
+    padded[d] = spatial_shape[d] + 2 * shift[d];
+  }
+  const at::Tensor key = pack_keys(indices.to(at::kLong), padded, shift, one);
+  auto sorted = at::sort(key, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const at::Tensor keys = std::get<0>(sorted).contiguous();
+  const at::Tensor perm = std::get<1>(sorted);
+  const at::Tensor nbrs = lookup(keys, keys, kernel_size, dilation, padded, /*centered=*/true);
+  const at::Tensor perm32 = perm.to(at::kInt);
+  const at::Tensor mapped = at::where(nbrs.ge(0), perm32.index_select(0, nbrs.clamp_min(0).flatten().to(at::kLong))
+                                                      .view(nbrs.sizes()),
+                                      at::full_like(nbrs, -1));
+  at::Tensor out = at::empty_like(mapped);
+  out.index_copy_(0, perm, mapped);
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor> build_conv_map_npu(const at::Tensor& indices, c10::IntArrayRef spatial_shape,
+                                                      int64_t batch_size, c10::IntArrayRef kernel_size,
+                                                      c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                                      c10::IntArrayRef dilation) {
+  (void)batch_size;
+  TORCH_CHECK_VALUE(indices.dim() == 2 && indices.scalar_type() == at::kInt &&
+                        indices.size(1) == static_cast<int64_t>(spatial_shape.size()) + 1,
+                    "indices: expected int32 [N, 1 + ndim], got ", indices.scalar_type(), " ", indices.sizes());
+  const int64_t nd = static_cast<int64_t>(spatial_shape.size());
+  std::vector<int64_t> out_shape(nd), padded(nd), lo(nd), zero(nd, 0), one(nd, 1), strides(nd);
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t span = spatial_shape[d] + 2 * padding[d] - dilation[d] * (kernel_size[d] - 1) - 1;
+    out_shape[d] = (span >= 0 ? span / stride[d] : -((-span + stride[d] - 1) / stride[d])) + 1;
+    TORCH_CHECK_VALUE(out_shape[d] > 0, "spatial_shape: empty output extent on axis ", d);
+    const int64_t hi = std::max<int64_t>(0, (out_shape[d] - 1) * stride[d] - padding[d] +
+                                                (kernel_size[d] - 1) * dilation[d] - (spatial_shape[d] - 1));
+    lo[d] = padding[d];
+    padded[d] = spatial_shape[d] + padding[d] + hi;
+    strides[d] = stride[d];
+  }
+  const auto opts64 = indices.options().dtype(at::kLong);
+  const at::Tensor idx = indices.to(at::kLong);
+  int64_t kvol = 1;
+  for (auto k : kernel_size) kvol *= k;
+  // every (input, k) output candidate o = (i + p - kpos*d) / s where exact and in range (vector torch ops)
+  at::Tensor kpos = at::arange(kvol, opts64);
+  std::vector<at::Tensor> kp(nd);
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    kp[d] = kpos.remainder(kernel_size[d]);
+    kpos = kpos.div(kernel_size[d], "floor");
+  }
+  at::Tensor ok = at::ones({idx.size(0), kvol}, indices.options().dtype(at::kBool));
+  at::Tensor okey = idx.select(1, 0).unsqueeze(1).expand({idx.size(0), kvol});
+  for (int64_t d = 0; d < nd; ++d) {
+    const at::Tensor num = idx.select(1, 1 + d).unsqueeze(1) + padding[d] - kp[d].unsqueeze(0) * dilation[d];
+    const at::Tensor o = num.div(stride[d], "floor");
+    ok = ok & num.ge(0) & num.remainder(stride[d]).eq(0) & o.lt(out_shape[d]);
+    okey = okey * out_shape[d] + o;
+  }
+  const at::Tensor okeys = std::get<0>(at::_unique2(okey.masked_select(ok), /*sorted=*/true, false, false));
+  // output coordinates (canonical order) and query base keys pack_in(o * s) on the padded input grid
+  at::Tensor oc = at::empty({okeys.size(0), nd + 1}, opts64);
+  at::Tensor rem = okeys.clone();
+  for (int64_t d = nd - 1; d >= 0; --d) {
+    oc.select(1, 1 + d).copy_(rem.remainder(out_shape[d]));
+    rem = rem.div(out_shape[d], "floor");
+  }
+  oc.select(1, 0).copy_(rem);
+  const at::Tensor qkeys = pack_keys(oc, padded, zero, strides).contiguous();
+  const at::Tensor ckey = pack_keys(idx, padded, lo, one);
+  auto sorted = at::sort(ckey, /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  const at::Tensor ckeys = std::get<0>(sorted).contiguous();
+  const at::Tensor perm32 = std::get<1>(sorted).to(at::kInt);
+  const at::Tensor nbrs = lookup(qkeys, ckeys, kernel_size, dilation, padded, /*centered=*/false);
+  const at::Tensor nbr = at::where(nbrs.ge(0), perm32.index_select(0, nbrs.clamp_min(0).flatten().to(at::kLong))
+                                                   .view(nbrs.sizes()),
+                                   at::full_like(nbrs, -1));
+  return {oc.to(at::kInt), nbr};
+}
+
+at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
+                         const at::Tensor& nbr_t, int64_t groups) {
+  (void)nbr_t;
+  check_groups(groups);
+  check_float(features, "features");
+  check_map(nbr, "nbr");
+  TORCH_CHECK_VALUE(weight.scalar_type() == features.scalar_type() && weight.dim() == 3 &&
+                        weight.size(0) == nbr.size(1) && weight.size(1) == features.size(1),
+                    "weight: expected [K, Cin, Cout] of the features' dtype, got ", weight.scalar_type(), " ",
+                    weight.sizes());
+  TORCH_CHECK_VALUE(features.size(1) <= kMaxMatmulDim && weight.size(2) <= kMaxMatmulDim,
+                    "channels: the Ascend gather_mm supports Cin, Cout <= ", kMaxMatmulDim);
+  at::Tensor out = at::empty({nbr.size(0), weight.size(2)}, features.options());
+  if (nbr.size(0) == 0) return out;
+  const at::Tensor f = features.contiguous(), w = weight.contiguous(), n = nbr.contiguous();
+  EXEC_NPU_CMD(aclnnGatherMm, f, w, n, out);
+  return out;
+}
+
+at::Tensor gather_mm_backprop_filter_npu(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr,
+                                         const at::Tensor& nbr_t, int64_t groups) {
+  (void)nbr_t;
+  check_groups(groups);
+  check_float(features, "features");
+  check_map(nbr, "nbr");
+  TORCH_CHECK_VALUE(grad.scalar_type() == features.scalar_type() && grad.dim() == 2 && grad.size(0) == nbr.size(0),
+                    "grad: expected [M, Cout] of the features' dtype, got ", grad.scalar_type(), " ", grad.sizes());
+  TORCH_CHECK_VALUE(grad.size(1) <= kMaxMatmulDim, "channels: the Ascend kernel supports Cout <= ", kMaxMatmulDim);
+  at::Tensor dw = at::empty({nbr.size(1), features.size(1), grad.size(1)}, features.options());
+  if (nbr.size(0) == 0) return dw.zero_();
+  const at::Tensor f = features.contiguous(), g = grad.contiguous(), n = nbr.contiguous();
+  EXEC_NPU_CMD(aclnnGatherMmBackpropFilter, f, g, n, dw);
+  return dw;
+}
+
+}  // namespace mxs_npu
+
+// transpose_map has no AscendC kernel: the composite torch ops of the CPU backend's definition
+// are not registered here, so the dispatcher reports it as unsupported on NPU (listed in the docs).
+TORCH_LIBRARY_IMPL(mx_sparse, PrivateUse1, m) {
+  m.impl("build_subm_map", &mxs_npu::build_subm_map_npu);
+  m.impl("build_conv_map", &mxs_npu::build_conv_map_npu);
+  m.impl("gather_mm", &mxs_npu::gather_mm_npu);
+  m.impl("gather_mm_backprop_filter", &mxs_npu::gather_mm_backprop_filter_npu);
+}
