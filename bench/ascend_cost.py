@@ -1,0 +1,174 @@
+"""Cost report of the mx_sparse AscendC kernels from the CPU emulator's counters.
+
+    .venv/bin/python -m bench.ascend_cost                 # run the default cases, print the table
+    .venv/bin/python -m bench.ascend_cost --soc Ascend910B4 --json out.json
+    .venv/bin/python -m bench.ascend_cost --stats FILE    # only tabulate an ASCEND_SIM_STATS file
+
+Every kernel is launched in the emulator (kernels/ascend/sim) with ASCEND_SIM_STATS; for each
+launch the per-core counters (GM<->UB bytes and DMA calls, vector 256-byte repeats and
+elements, Cube FLOPs, scalar GetValue/SetValue on UB and GM) are turned into a MODELLED Atlas A2
+time. THIS IS A MODEL, NOT A MEASUREMENT: no kernel has run on NPU hardware. The constants are
+the public figures of ../shared/ascend/ASCENDC_REFERENCE.md section 1.7 where they exist and
+labelled assumptions otherwise (see MODEL below); the point of the report is the split of the
+work between Cube, vector, DMA and the scalar unit, and the scalar share per kernel.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# ---------------------------------------------------------------- the model (all labelled)
+MODEL = {
+    "clock_hz": 1.5e9,             # cube_freq=1500 MHz (910B4 INI quote, ref 1.1); used for every unit (assumption)
+    "cube_flop_per_cycle_fp16": 2 * 16 ** 3,   # 16x16x16 MAC fractal per AIC per cycle (ref 1.4)
+    "cube_fp32_ratio": 0.25,       # fp32 cube = 1/4 of fp16 (official, ref 1.7)
+    "vector_bytes_per_cycle": 256, # one 256-byte repeat per cycle per AIV (assumption)
+    "hbm_bytes_per_s": 1.6e12,     # HBM bandwidth, upper public third-party figure (UNCONFIRMED, ref 1.7)
+    "dma_issue_cycles": 100,       # fixed cost per DMA instruction (assumption; makes tiny per-row DMAs visible)
+    "matmul_call_s": 1.0e-6,       # AIV->AIC message + Matmul pipeline fill per IterateAll (assumption)
+    "scalar_ub_cycles": 10,        # one scalar GetValue/SetValue on UB incl. inserted pipe syncs (assumption)
+    "scalar_gm_cycles": 200,       # one scalar GlobalTensor GetValue/SetValue (DCache miss to HBM) (assumption)
+}
+
+
+def model_launch(rec, model=MODEL):
+    """Modelled time of one launch record of ASCEND_SIM_STATS. Pipes of a core overlap (max);
+    the two AIVs of a group share one AIC (cube time of the group = sum of its AIVs' FLOPs);
+    HBM bandwidth is shared by the active cores."""
+    f = model["clock_hz"]
+    fp32 = rec.get("_fp32", False)
+    cube_rate = model["cube_flop_per_cycle_fp16"] * f * (model["cube_fp32_ratio"] if fp32 else 1.0)
+    cores = rec["cores"]
+    active = [c for c in cores if c["dma_calls"] or c["vector_instr"] or c["cube_flops"] or c["scalar_ub_get"]
+              or c["scalar_gm_get"]]
+    n_active = max(1, len(active))
+    bw_core = model["hbm_bytes_per_s"] / n_active
+    mix = rec["mode"] == "MIX_AIC_1_2"
+    group_cube = {}
+    for c in cores:
+        g = c["core"] // 2 if mix else c["core"]
+        group_cube[g] = group_cube.get(g, 0.0) + c["cube_flops"] / cube_rate + c["matmul_calls"] * model["matmul_call_s"]
+    per_core = []
+    for c in cores:
+        g = c["core"] // 2 if mix else c["core"]
+        t = {
+            "cube": group_cube[g] if mix else 0.0,
+            "vector": c["vector_instr"] * 256 / model["vector_bytes_per_cycle"] / f,
+            "dma": (c["gm_to_ub_bytes"] + c["ub_to_gm_bytes"]) / bw_core + c["dma_calls"] * model["dma_issue_cycles"] / f,
+            "scalar": ((c["scalar_ub_get"] + c["scalar_ub_set"]) * model["scalar_ub_cycles"]
+                       + (c["scalar_gm_get"] + c["scalar_gm_set"]) * model["scalar_gm_cycles"]) / f,
+        }
+        t["core"] = max(t["cube"], t["vector"], t["dma"], t["scalar"])
+        per_core.append(t)
+    total = {k: sum(t[k] for t in per_core) for k in ("cube", "vector", "dma", "scalar")}
+    busy = sum(total.values()) or 1.0
+    crit = max(per_core, key=lambda t: t["core"]) if per_core else {"core": 0.0}
+    return {"time_s": crit["core"], "bound_by": max(("cube", "vector", "dma", "scalar"), key=lambda k: crit.get(k, 0)),
+            "scalar_share": total["scalar"] / busy, "pipe_totals_s": total}
+
+
+def format_row(name, shape, rec, m):
+    t = rec["total"]
+    launch = f"{rec['block_dim']}x(1 AIC+2 AIV)" if rec["mode"] == "MIX_AIC_1_2" else f"{rec['block_dim']} AIV"
+    return (f"| {name} | {shape} | {rec['soc']} {launch} | {t['gm_to_ub_bytes'] / 1e6:.2f} / "
+            f"{t['ub_to_gm_bytes'] / 1e6:.2f} | {t['dma_calls']} | {t['vector_instr']} / {t['vector_elems']} | "
+            f"{t['cube_flops'] / 1e9:.3f} | {t['scalar_ub_get'] + t['scalar_ub_set']} / "
+            f"{t['scalar_gm_get'] + t['scalar_gm_set']} | {m['time_s'] * 1e6:.1f} ({m['bound_by']}) | "
+            f"{100 * m['scalar_share']:.1f}% |")
+
+
+HEADER = ("| kernel | shape | launch | GM->UB / UB->GM MB | DMAs | vec repeats / elems | Cube GFLOP | "
+          "scalar UB / GM ops | MODELLED A2 time us (bound) | scalar share | UB peak B |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
+
+
+def default_cases():
+    import torch
+
+    import mx_sparse.functional as F
+    from mx_sparse import synthetic
+    b = synthetic.make_batch("kitti")
+    ind, shape = b["indices"], b["spatial_shape"]
+    nbr = F.build_subm_map(ind, shape, 1, [3, 3, 3], [1, 1, 1])
+    n = ind.shape[0]
+    g = torch.Generator().manual_seed(0)
+    cases = []
+    for cin, cout, dt in [(4, 16, torch.float16), (16, 16, torch.float16), (16, 16, torch.float32)]:
+        f = torch.randn(n, cin, generator=g).to(dt)
+        w = torch.randn(27, cin, cout, generator=g).to(dt)
+        cases.append(("gather_mm", f"kitti N={n} K=27 {cin}->{cout} {str(dt)[6:]}", dict(features=f, weight=w, nbr=nbr)))
+    for cin, cout, dt in [(16, 16, torch.float16), (16, 16, torch.float32)]:
+        f = torch.randn(n, cin, generator=g).to(dt)
+        gr = torch.randn(n, cout, generator=g).to(dt)
+        cases.append(("gather_mm_backprop_filter", f"kitti N={n} K=27 {cin}->{cout} {str(dt)[6:]}",
+                      dict(features=f, grad=gr, nbr=nbr)))
+    return cases, (ind, shape)
+
+
+def run_cases(soc, aic=None):
+    sys.path.insert(0, str(ROOT / "tests" / "ascend"))
+    import torch
+
+    import ascend_ops as ao
+    binary = ao.build("ops_cli", ao.OPS_SOURCES)
+    cases, scene = default_cases()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, (kernel, shape, a) in enumerate(cases):
+            stats = Path(tmp) / f"s{i}.jsonl"
+            env = ao.sim_env(soc=soc, aic=aic, stats=stats)
+            if kernel == "gather_mm":
+                _, info = ao.gather_mm(binary, a["features"], a["weight"], a["nbr"], Path(tmp) / f"c{i}", env)
+            else:
+                _, info = ao.gather_mm_backprop_filter(binary, a["features"], a["grad"], a["nbr"], Path(tmp) / f"c{i}", env)
+            rec = json.loads(stats.read_text().splitlines()[-1])
+            rec["_fp32"] = a["features"].dtype == torch.float32
+            rows.append((kernel, shape, rec, info))
+        if hasattr(ao, "subm_map"):
+            ind, shape = scene
+            stats = Path(tmp) / "subm.jsonl"
+            _, info = ao.subm_map(binary, ind, shape, 1, [3, 3, 3], Path(tmp) / "subm", ao.sim_env(soc=soc, aic=aic, stats=stats))
+            for line in stats.read_text().splitlines():
+                rec = json.loads(line)
+                rows.append(("subm_map (lookup)", f"kitti N={ind.shape[0]} K=27", rec, info))
+            stats = Path(tmp) / "conv.jsonl"
+            oc, _, info = ao.conv_map(binary, ind, shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], Path(tmp) / "conv",
+                                      ao.sim_env(soc=soc, aic=aic, stats=stats))
+            for line in stats.read_text().splitlines():
+                rec = json.loads(line)
+                rows.append(("conv_map (lookup)", f"kitti N={ind.shape[0]}->M={oc.shape[0]} K=27 s=2", rec, info))
+    return rows
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
+    ap.add_argument("--soc", default="Ascend910B2")
+    ap.add_argument("--aic", type=int, default=None, help="override the AIC count (AIV = 2x)")
+    ap.add_argument("--stats", help="tabulate an existing ASCEND_SIM_STATS file instead of running cases")
+    ap.add_argument("--json", help="also write the rows (counters + model) to this file")
+    args = ap.parse_args(argv)
+    if args.stats:
+        rows = [(json.loads(l)["kernel"], "-", json.loads(l), {}) for l in Path(args.stats).read_text().splitlines() if l]
+    else:
+        rows = run_cases(args.soc, args.aic)
+    print("MODELLED Atlas A2 cost from emulator counters -- a model, not a measurement; "
+          "AscendC kernels have not run on NPU hardware.")
+    print("Model constants: " + ", ".join(f"{k}={v:g}" for k, v in MODEL.items()))
+    print(HEADER)
+    out = []
+    for kernel, shape, rec, info in rows:
+        m = model_launch(rec)
+        print(format_row(kernel, shape, rec, m) + (f" {info['ub_bytes']} |" if info.get("ub_bytes") else " - |"))
+        out.append({"kernel": kernel, "shape": shape, "counters": rec["total"], "model": m, "tiling": info,
+                    "soc": rec["soc"], "block_dim": rec["block_dim"]})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": MODEL, "rows": out}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
