@@ -17,15 +17,22 @@ MXS_INLINE int64_t conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, 
 }
 
 // Strided conv: input i feeds output o through kernel position kp iff
-// i = o*s - p + kp*d per axis. Given i and kp, o = (i + p - kp*d) / s must be an
-// exact, in-range quotient. Returns false when this offset reaches no output.
+// i = o*s - p + kp*d per axis. The rule is separable: on axis d, input
+// coordinate c reaches o = (c + p - kp*d) / s when that is an exact, in-range
+// quotient; returns -1 otherwise.
+MXS_INLINE int64_t conv_axis_output(const ConvGeometry& g, const Grid& out, int d, int64_t c, int64_t kp) {
+  const int64_t num = c + g.padding[d] - kp * g.dilation[d];
+  if (num < 0 || num % g.stride[d] != 0) return -1;
+  const int64_t o = num / g.stride[d];
+  return o < out.shape[d] ? o : -1;
+}
+
+// All axes at once; returns false when this offset reaches no output.
 MXS_INLINE bool conv_output_of(const ConvGeometry& g, const Grid& out,
                                const int64_t* in_c, const int64_t* kp, int64_t* out_c) {
   for (int d = 0; d < g.ndim; ++d) {
-    const int64_t num = in_c[d] + g.padding[d] - kp[d] * g.dilation[d];
-    if (num < 0 || num % g.stride[d] != 0) return false;
-    out_c[d] = num / g.stride[d];
-    if (out_c[d] >= out.shape[d]) return false;
+    out_c[d] = conv_axis_output(g, out, d, in_c[d], kp[d]);
+    if (out_c[d] < 0) return false;
   }
   return true;
 }

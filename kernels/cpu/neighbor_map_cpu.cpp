@@ -140,15 +140,44 @@ struct OutputPair {
   int32_t row, k;
 };
 
-// Calls fn(out_key, k) for every output reached from input row r.
+// Calls fn(out_key, k) for every output reached from input row r. The output
+// rule is separable per axis, so the valid (kernel position, output coordinate)
+// pairs are found per axis (sum(kernel) tests instead of kvol * ndim integer
+// divisions) and combined as a row-major odometer, which visits k in ascending
+// order. scratch holds 2 * sum(kernel) values.
 template <typename Fn>
 inline void for_each_output(const int32_t* idx, int64_t r, const Grid& in_grid, const Grid& out_grid,
-                            const ConvGeometry& geo, int64_t kvol, Fn fn) {
-  int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], oc[kMaxSpatialDims];
-  const int64_t batch = read_row(idx, in_grid.ndim, r, c);
-  for (int64_t k = 0; k < kvol; ++k) {
-    kernel_position(geo, k, kp);
-    if (conv_output_of(geo, out_grid, c, kp, oc)) fn(pack_coord(out_grid, batch, oc), k);
+                            const ConvGeometry& geo, std::vector<int64_t>& scratch, Fn fn) {
+  const int nd = in_grid.ndim;
+  int64_t c[kMaxSpatialDims], count[kMaxSpatialDims], at[kMaxSpatialDims], oc[kMaxSpatialDims];
+  int64_t* kpos[kMaxSpatialDims];
+  int64_t* opos[kMaxSpatialDims];
+  const int64_t batch = read_row(idx, nd, r, c);
+  int64_t* free_slot = scratch.data();
+  for (int d = 0; d < nd; ++d) {
+    kpos[d] = free_slot;
+    opos[d] = free_slot + geo.kernel[d];
+    free_slot += 2 * geo.kernel[d];
+    count[d] = 0;
+    for (int64_t kp = 0; kp < geo.kernel[d]; ++kp) {
+      const int64_t o = conv_axis_output(geo, out_grid, d, c[d], kp);
+      if (o < 0) continue;
+      kpos[d][count[d]] = kp;
+      opos[d][count[d]++] = o;
+    }
+    if (count[d] == 0) return;
+    at[d] = 0;
+  }
+  while (true) {
+    int64_t k = 0;
+    for (int d = 0; d < nd; ++d) {
+      k = k * geo.kernel[d] + kpos[d][at[d]];
+      oc[d] = opos[d][at[d]];
+    }
+    fn(pack_coord(out_grid, batch, oc), k);
+    int d = nd - 1;
+    while (d >= 0 && ++at[d] == count[d]) at[d--] = 0;
+    if (d < 0) return;
   }
 }
 
@@ -157,20 +186,24 @@ inline void for_each_output(const int32_t* idx, int64_t r, const Grid& in_grid, 
 // their relative order never matters.
 std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const Grid& in_grid,
                                             const Grid& out_grid, const ConvGeometry& geo) {
-  const int64_t kvol = kernel_volume(geo), chunks = (n + kRowGrain - 1) / kRowGrain;
+  const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
+  int64_t kernel_sum = 0;
+  for (int d = 0; d < geo.ndim; ++d) kernel_sum += geo.kernel[d];
   std::vector<int64_t> offset(chunks + 1, 0);
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    std::vector<int64_t> scratch(2 * kernel_sum);
     for (int64_t c = cb; c < ce; ++c)
       for (int64_t r = c * kRowGrain; r < std::min(n, (c + 1) * kRowGrain); ++r)
-        for_each_output(idx, r, in_grid, out_grid, geo, kvol, [&](int64_t, int64_t) { ++offset[c + 1]; });
+        for_each_output(idx, r, in_grid, out_grid, geo, scratch, [&](int64_t, int64_t) { ++offset[c + 1]; });
   });
   for (int64_t c = 0; c < chunks; ++c) offset[c + 1] += offset[c];
   std::vector<OutputPair> pairs(offset[chunks]);
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    std::vector<int64_t> scratch(2 * kernel_sum);
     for (int64_t c = cb; c < ce; ++c) {
       int64_t w = offset[c];
       for (int64_t r = c * kRowGrain; r < std::min(n, (c + 1) * kRowGrain); ++r)
-        for_each_output(idx, r, in_grid, out_grid, geo, kvol, [&](int64_t key, int64_t k) {
+        for_each_output(idx, r, in_grid, out_grid, geo, scratch, [&](int64_t key, int64_t k) {
           pairs[w++] = {key, static_cast<int32_t>(r), static_cast<int32_t>(k)};
         });
     }
