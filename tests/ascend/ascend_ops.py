@@ -142,20 +142,76 @@ def subm_map_finish(nbrs, perm):
     return out
 
 
+def _lookup(binary, qkeys, ckeys, padded, kernel_size, dilation, centered, workdir, env):
+    """Run the sorted-key lookup kernel: positions in ckeys of qkeys + delta_k (or -1)."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    m, n = qkeys.shape[0], ckeys.shape[0]
+    kvol = 1
+    for k in kernel_size:
+        kvol *= k
+    (workdir / "params.txt").write_text(" ".join(str(v) for v in [m, n, int(centered), len(padded), *padded,
+                                                                    *kernel_size, *dilation]) + "\n")
+    (workdir / "qkeys.bin").write_bytes(qkeys.contiguous().numpy().tobytes())
+    (workdir / "ckeys.bin").write_bytes(ckeys.contiguous().numpy().tobytes())
+    info, _ = run(binary, "subm_map", workdir, env)
+    nbrs = torch.from_numpy(np.fromfile(workdir / "nbrs.bin", dtype=np.int32).copy()).reshape(m, kvol)
+    return nbrs, info
+
+
 def subm_map(binary, indices, spatial_shape, batch_size, kernel_size, workdir, env, dilation=None):
     """Emulated submanifold map: host prepare (torch) -> AscendC kernel -> host finish (torch)."""
     del batch_size  # the batch is the leading key digit; keys are unbounded int64
     dilation = dilation or [1] * len(spatial_shape)
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
     keys, perm, padded = subm_map_prepare(indices, spatial_shape, kernel_size, dilation)
-    n = keys.shape[0]
-    kvol = 1
-    for k in kernel_size:
-        kvol *= k
-    (workdir / "params.txt").write_text(" ".join(str(v) for v in [n, len(spatial_shape), *padded, *kernel_size,
-                                                                    *dilation]) + "\n")
-    (workdir / "keys.bin").write_bytes(keys.numpy().tobytes())
-    info, _ = run(binary, "subm_map", workdir, env)
-    nbrs = torch.from_numpy(np.fromfile(workdir / "nbrs.bin", dtype=np.int32).copy()).reshape(n, kvol)
+    nbrs, info = _lookup(binary, keys, keys, padded, kernel_size, dilation, True, workdir, env)
     return subm_map_finish(nbrs, perm), info
+
+
+def conv_out_extent(n, k, s, p, d):
+    span = n + 2 * p - d * (k - 1) - 1
+    return (span // s) + 1  # python floor division is right for negative spans too
+
+
+def conv_map(binary, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, workdir, env):
+    """Emulated strided-conv map. Host part (torch ops; torch_npu on the NPU): every (input, k) output
+    candidate o = (i + p - k*d) / s where exact and in range, unique + sort of the int64 output keys
+    (canonical (batch, *spatial) order), query base keys pack_in(o * s) on the input grid padded by p
+    below and by the kernel reach above, stable sort of the input keys. Device part: the same
+    sorted-key lookup kernel as the submanifold map. Finish: nbr[m, k] = perm[nbrS[m, k]]."""
+    del batch_size
+    ndim = len(spatial_shape)
+    out_shape = [conv_out_extent(spatial_shape[d], kernel_size[d], stride[d], padding[d], dilation[d]) for d in range(ndim)]
+    idx = indices.to(torch.int64)
+    n = idx.shape[0]
+    # --- output candidates (vectorised torch; the scalar loop of DrivingSDK's index kernel)
+    kp = torch.stack(torch.meshgrid(*[torch.arange(k) for k in kernel_size], indexing="ij"), -1).reshape(-1, ndim)
+    num = idx[:, None, 1:] + torch.tensor(padding) - kp[None] * torch.tensor(dilation)        # [N, K, ndim]
+    st = torch.tensor(stride)
+    o = torch.div(num, st, rounding_mode="floor")
+    ok = ((num >= 0) & (num % st == 0) & (o < torch.tensor(out_shape))).all(-1)
+    okey = idx[:, None, 0].expand(-1, kp.shape[0])
+    for d in range(ndim):
+        okey = okey * out_shape[d] + o[..., d]
+    okey = torch.unique(okey[ok])                                                             # sorted
+    m = okey.shape[0]
+    oc = torch.empty(m, ndim + 1, dtype=torch.int64)
+    rem = okey.clone()
+    for d in range(ndim - 1, -1, -1):
+        oc[:, 1 + d] = rem % out_shape[d]
+        rem = rem // out_shape[d]
+    oc[:, 0] = rem
+    # --- padded input grid: i + p in [0, n + p + hi)
+    hi_pad = [max(0, (out_shape[d] - 1) * stride[d] - padding[d] + (kernel_size[d] - 1) * dilation[d]
+                  - (spatial_shape[d] - 1)) for d in range(ndim)]
+    padded = [spatial_shape[d] + padding[d] + hi_pad[d] for d in range(ndim)]
+    ckey = idx[:, 0].clone()
+    qkey = oc[:, 0].clone()
+    for d in range(ndim):
+        ckey = ckey * padded[d] + idx[:, 1 + d] + padding[d]
+        qkey = qkey * padded[d] + oc[:, 1 + d] * stride[d]
+    ckeys, perm = torch.sort(ckey, stable=True)
+    nbrs, info = _lookup(binary, qkey, ckeys, padded, kernel_size, dilation, False, workdir, env)
+    perm32 = perm.to(torch.int32)
+    nbr = torch.where(nbrs >= 0, perm32[nbrs.clamp(min=0).long()], torch.full_like(nbrs, -1))
+    return oc.to(torch.int32), nbr, info

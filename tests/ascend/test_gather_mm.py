@@ -48,6 +48,8 @@ def test_gather_mm_forward_and_filter(ops_bin, scenes, tmp_path, cores, dtype, s
     _check(out, F.gather_mm(f, w, nbr, nbr_t), dtype)
     dw, info = ao.gather_mm_backprop_filter(ops_bin, f, grad, nbr, tmp_path / "bpf", env)
     assert info["ub_bytes"] <= 196608
+    if cores in ("B2", "B4"):
+        assert info["parts"] > 1  # 27-54 items < 2 x AIVs: row-split items + SyncAll + fixed-order reduce
     _check(dw, F.gather_mm_backprop_filter(f, grad, nbr, nbr_t), dtype)
 
 
@@ -144,3 +146,20 @@ def test_stats_are_recorded(ops_bin, scenes, tmp_path):
     # gathered rows + nbr rows in; slab rows (all n*kvol segments) out
     assert tot["gm_to_ub_bytes"] == valid * 16 * 4 + n * kvol * 4
     assert tot["ub_to_gm_bytes"] == n * kvol * 16 * 4
+
+
+def test_cost_report_model(ops_bin, scenes, tmp_path):
+    """bench/ascend_cost.py turns a stats record into a modelled time with a scalar share."""
+    import sys
+    sys.path.insert(0, str(ao.REPO))
+    from bench.ascend_cost import format_row, model_launch
+    nbr, _ = _subm(scenes, "random_b2")
+    n, kvol = nbr.shape
+    f, w, _ = _inputs(n, n, 8, 8, kvol, torch.float16, seed=2)
+    stats = tmp_path / "stats.jsonl"
+    ao.gather_mm(ops_bin, f, w, nbr, tmp_path / "s", ao.sim_env(aic=3, stats=stats))
+    rec = json.loads(stats.read_text().splitlines()[-1])
+    m = model_launch(rec)
+    assert m["time_s"] > 0 and 0 < m["scalar_share"] < 1
+    assert m["bound_by"] in ("cube", "vector", "dma", "scalar")
+    assert "gather_mm" in format_row("gather_mm", "x", rec, m)

@@ -101,8 +101,8 @@ int runGatherMm(const std::string& dir, bool bpf) {
         }
         writeFile(dir + "/dw.bin", gDw, dwBytes);
         printf("{\"kernel\":\"gather_mm_backprop_filter\",\"ub_bytes\":%d,\"block_dim\":%d,\"used_aiv\":%d,"
-               "\"tile_rows\":%d,\"cin_block\":%d,\"items\":%d,\"segs_per_fill\":%d,\"ws_bytes\":%llu}\n",
-               t.ubBytes, t.blockDim, t.usedAiv, t.tileRows, t.cinBlock, t.numItems, t.segsPerFill,
+               "\"tile_rows\":%d,\"cin_block\":%d,\"items\":%d,\"parts\":%d,\"segs_per_fill\":%d,\"ws_bytes\":%llu}\n",
+               t.ubBytes, t.blockDim, t.usedAiv, t.tileRows, t.cinBlock, t.numItems, t.numParts, t.segsPerFill,
                (unsigned long long)mxs_ascend::GatherMmBpfWorkspaceBytes(t));
     }
     return 0;

@@ -7,9 +7,11 @@
 #include <vector>
 #include "gather_mm/op_host/gather_mm_tiling.h"
 #include "gather_mm_backprop_filter/op_host/gather_mm_backprop_filter_tiling.h"
+#include "subm_map/op_host/subm_map_tiling.h"
 
 using namespace mxs_ascend;
 static long g_checks = 0;
+static int64_t g_maxUb[3] = {0, 0, 0};
 #define REQUIRE(cond, ...)                                                   \
     do {                                                                     \
         ++g_checks;                                                          \
@@ -51,6 +53,7 @@ int main() {
                             GatherMmShape s{M, M + 5, K, cin, cout, dt};
                             REQUIRE(GatherMmTiling(s, p, t) == TILING_OK, "M %lld K %lld cin %lld", (long long)M, (long long)K, (long long)cin);
                             REQUIRE(t.ubBytes <= (int64_t)p.ubSize, "ub %d", t.ubBytes);
+                            g_maxUb[0] = std::max<int64_t>(g_maxUb[0], t.ubBytes);
                             REQUIRE(t.ubBytes == t.nbrBufBytes + 2LL * t.segsPerFill * t.segPitch, "ub sum");
                             REQUIRE(t.segPitch % 32 == 0 && t.segPitch >= cin * esz, "pitch");
                             REQUIRE(t.nbrBufBytes % 32 == 0 && t.nbrBufBytes >= t.tileRows * K * 4, "nbr buf");
@@ -74,6 +77,7 @@ int main() {
                             GatherMmBpfShape bs{M, M + 5, K, cin, cout, dt};
                             REQUIRE(GatherMmBpfTiling(bs, p, b) == TILING_OK, "bpf M %lld cin %lld", (long long)M, (long long)cin);
                             REQUIRE(b.ubBytes <= (int64_t)p.ubSize, "bpf ub %d", b.ubBytes);
+                            g_maxUb[1] = std::max<int64_t>(g_maxUb[1], b.ubBytes);
                             REQUIRE(b.cinBlock >= 1 && (int64_t)b.cinBlock * (b.numCinBlocks - 1) < cin &&
                                         (int64_t)b.cinBlock * b.numCinBlocks >= cin, "blocks");
                             REQUIRE(b.numItems == K * b.numCinBlocks, "items");
@@ -83,12 +87,21 @@ int main() {
                             REQUIRE(b.segPitch % 32 == 0 && b.segPitch >= b.cinBlock * esz, "pitch");
                             REQUIRE(b.usedAiv <= (int32_t)p.aivNum && b.blockDim <= (int32_t)p.aicNum && 2 * b.blockDim >= b.usedAiv, "cores");
                             REQUIRE(M == 0 ? b.usedAiv == 0 : b.usedAiv >= 1, "used");
-                            REQUIRE(b.usedAiv <= b.numItems, "used <= items");
+                            REQUIRE(b.usedAiv <= b.numUnits, "used <= units");
                             REQUIRE(b.slabElems * esz <= kBpfSlabBudget || b.tileRows == 1, "slab budget");
                             REQUIRE(b.accOffset >= 2 * b.slabElems * esz && b.accOffset % 512 == 0, "acc offset");
                             REQUIRE(b.wsPerAiv >= b.accOffset + (esz == 4 ? 0 : (int64_t)b.cinBlock * cout * 4), "ws");
-                            REQUIRE(esz == 4 ? b.castChunk == 0 : b.castChunk > 0, "cast chunk");
-                            if (b.usedAiv > 0) checkCoverage(b.numItems, b.usedAiv);
+                            REQUIRE((esz == 4 && b.numParts == 1) ? b.castChunk == 0 : b.castChunk > 0, "cast chunk");
+                            REQUIRE(b.numParts >= 1 && b.numUnits == (int64_t)b.numItems * b.numParts, "units");
+                            if (b.numParts > 1) {
+                                REQUIRE(M / b.numParts >= kBpfMinPartRows, "part rows");
+                                REQUIRE((int64_t)b.numUnits * b.cinBlock * cout * 4 <= kBpfPartialBudget, "partials");
+                                REQUIRE(b.redChunks == (b.cinBlock * cout + b.castChunk - 1) / b.castChunk, "red chunks");
+                                REQUIRE(GatherMmBpfWorkspaceBytes(b) >= kSysWorkspace + (uint64_t)b.partialOffset +
+                                            (uint64_t)b.numUnits * b.cinBlock * cout * 4, "ws partials");
+                                checkCoverage(M, b.numParts);
+                            }
+                            if (b.usedAiv > 0) checkCoverage(b.numUnits, b.usedAiv);
                             // enough items for the AIVs whenever the channels allow it
                             if (K * (cin / kBpfMinCinBlock) >= (int64_t)p.aivNum && M > 0)
                                 REQUIRE(b.numItems >= (int64_t)p.aivNum || b.numItems >= K * (cin / kBpfMinCinBlock) / 2, "balance");
@@ -102,6 +115,41 @@ int main() {
     REQUIRE(GatherMmTiling({10, 10, 1, 70000, 8, 0}, plats[0], t) == TILING_CHANNELS_TOO_WIDE, "cin > 65535");
     GatherMmBpfTilingData b;
     REQUIRE(GatherMmBpfTiling({10, 10, 27, 8, 70000, 0}, plats[0], b) == TILING_CHANNELS_TOO_WIDE, "cout > 65535");
+    // ---------------- subm_map: every kernel shape up to 5x5x5, N up to 5 million
+    for (const auto& p : plats)
+        for (int64_t N : rows)
+            for (int64_t kz : {1, 3, 5})
+                for (int64_t ky : {1, 3, 5})
+                    for (int64_t kx : {1, 3, 5}) {
+                        mxs_ascend::SubmMapShape ss;
+                        ss.numVoxels = N; ss.ndim = 3;
+                        ss.paddedShape[0] = 45; ss.paddedShape[1] = 1604; ss.paddedShape[2] = 1412;
+                        ss.kernel[0] = kz; ss.kernel[1] = ky; ss.kernel[2] = kx;
+                        SubmMapTilingData st;
+                        REQUIRE(SubmMapTiling(ss, p, st) == TILING_OK, "subm N %lld", (long long)N);
+                        REQUIRE(st.ubBytes <= (int64_t)p.ubSize, "subm ub %d", st.ubBytes);
+                        g_maxUb[2] = std::max<int64_t>(g_maxUb[2], st.ubBytes);
+                        REQUIRE(st.kvol == kz * ky * kx && st.groupSize == kx, "subm K");
+                        REQUIRE(st.numTiles == (N + 63) / 64 && st.usedAiv <= (int32_t)p.aivNum, "subm tiles");
+                        REQUIRE(N == 0 ? st.usedAiv == 0 : st.usedAiv >= 1, "subm used");
+                        REQUIRE(st.window == 64 || st.window == 128, "subm window");
+                        auto aux = SubmMapAux(st.kvol, st.window);
+                        REQUIRE((int64_t)aux.size() * 4 == st.auxBytes, "aux size");
+                        auto d = SubmMapDeltas(ss);
+                        REQUIRE((int64_t)d.size() == st.kvol && d[st.kvol / 2] == 0, "centre delta 0");
+                        for (int64_t k = 1; k < st.kvol; ++k) REQUIRE(d[k] > d[k - 1], "deltas increasing");
+                        if (st.usedAiv > 0) checkCoverage(st.numTiles, st.usedAiv);
+                    }
+    {
+        mxs_ascend::SubmMapShape ss;
+        ss.numVoxels = 10; ss.ndim = 3;
+        ss.paddedShape[0] = ss.paddedShape[1] = ss.paddedShape[2] = 10;
+        ss.kernel[0] = ss.kernel[1] = ss.kernel[2] = 7;   // K = 343 > 125: rejected (caller falls back)
+        SubmMapTilingData st;
+        REQUIRE(SubmMapTiling(ss, plats[0], st) == TILING_BAD_SHAPE, "K 343");
+    }
+    printf("peak UB over all shapes: gather_mm %lld, gather_mm_backprop_filter %lld, subm_map %lld bytes (of 196608)\n",
+           (long long)g_maxUb[0], (long long)g_maxUb[1], (long long)g_maxUb[2]);
     printf("tiling_test: %ld combinations, %ld checks OK\n", combos, g_checks);
     return 0;
 }

@@ -2,7 +2,7 @@
 //   dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]        dW [K, Cin, Cout]
 // features [numIn, Cin], grad [M, Cout], nbr [M, K] int32 (-1 = none). fp32 / fp16 / bf16.
 //
-// Filter-stationary and deterministic: a work item is (k, block of input channels) and the AIV
+// Filter-stationary and deterministic: a work item is (k, block of input channels) (k fastest) and the AIV
 // owning it is the only writer of dW[k][block, :]. Per item, for every tile of Tm rows:
 //   1. one strided DataCopyPad loads the column nbr[m0:m0+Tm, k] (4 B per row, GM stride K*4);
 //   2. the gathered rows features[nbr[m,k], block] (zeros for -1) go through a UB double buffer
@@ -87,17 +87,19 @@ public:
 
 private:
     __aicore__ inline void RunItem(int64_t unit) {
-        const int64_t it = unit / t_->numParts, part = unit % t_->numParts;
+        // part-major units and k-fastest items: consecutive units (one AIV's share) hit different
+        // kernel offsets, whose neighbour densities differ a lot (centre offset: every row valid)
+        const int64_t it = unit % t_->numItems, part = unit / t_->numItems;
         const int64_t pb = t_->numOut / t_->numParts, pe = t_->numOut % t_->numParts;  // big/small rows
         const int64_t mBegin = part * pb + (part < pe ? part : pe);
         const int64_t mEnd = mBegin + pb + (part < pe ? 1 : 0);
         const bool split = t_->numParts > 1;
-        const int32_t k = (int32_t)(it / t_->numCinBlocks);
-        const int32_t blk = (int32_t)(it % t_->numCinBlocks);
+        const int32_t k = (int32_t)(it % K_);
+        const int32_t blk = (int32_t)(it / K_);
         const int32_t ci0 = blk * t_->cinBlock;
         const int32_t cb = (cin_ - ci0) < t_->cinBlock ? (cin_ - ci0) : t_->cinBlock;
         GlobalTensor<float> c;
-        if (split) c = partialGm_[unit * t_->cinBlock * cout_];  // fp32 partial, reduced by the 2nd launch
+        if (split) c = partialGm_[(it * t_->numParts + part) * t_->cinBlock * cout_];  // fp32 partial slot
         else if constexpr (kCast) c = accGm_;
         else c = dwF_[((int64_t)k * cin_ + ci0) * cout_];
         bool pending = false;
@@ -170,7 +172,7 @@ private:
         const int64_t nw = base + (core < extra ? 1 : 0);
         for (int64_t wi = w0; wi < w0 + nw; ++wi) {
             const int64_t item = wi / t.redChunks, ch = wi % t.redChunks;
-            const int32_t k = (int32_t)(item / t.numCinBlocks), blk = (int32_t)(item % t.numCinBlocks);
+            const int32_t k = (int32_t)(item % K_), blk = (int32_t)(item / K_);
             const int32_t ci0 = blk * t.cinBlock;
             const int32_t cb = (cin_ - ci0) < t.cinBlock ? (cin_ - ci0) : t.cinBlock;
             const int64_t total = (int64_t)cb * cout_, e0 = ch * (int64_t)t.castChunk;
