@@ -41,6 +41,35 @@ def cpu_extension():
     )
 
 
+def npu_extension():
+    """The PrivateUse1 binding (kernels/ascend/binding), built only where torch_npu, a CANN
+    toolkit and the installed mx_sparse custom-op package (its aclnn API library) are present.
+    Loaded by mx_sparse/_ops.py after torch_npu. Never exercised on this project's machines,
+    which have neither torch_npu nor CANN; the binding source itself is syntax-checked in CI."""
+    try:
+        import torch_npu  # noqa: F401
+    except ImportError:
+        return None
+    cann = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
+    opp = next((p for p in os.environ.get("ASCEND_CUSTOM_OPP_PATH", "").split(":") if p), None)
+    if not cann or not opp:
+        print("mx_sparse: torch_npu found, but ASCEND_TOOLKIT_HOME and ASCEND_CUSTOM_OPP_PATH (the installed "
+              "mx_sparse op package) are not both set: building without NPU kernels")
+        return None
+    npu = os.path.dirname(torch_npu.__file__)
+    inc = os.path.join(npu, "include")
+    return CppExtension(
+        name="mx_sparse._C_npu",
+        sources=sources("kernels/ascend/binding/mx_sparse_npu.cpp"),
+        include_dirs=[inc, os.path.join(inc, "third_party", "op-plugin"),
+                      os.path.join(inc, "third_party", "acl", "inc"), os.path.join(cann, "include"),
+                      os.path.join(opp, "op_api", "include")],
+        library_dirs=[os.path.join(npu, "lib"), os.path.join(cann, "lib64"), os.path.join(opp, "op_api", "lib")],
+        libraries=["torch_npu", "ascendcl", "cust_opapi"],
+        extra_compile_args={"cxx": ["-O2", "-std=c++17"]},
+    )
+
+
 setup(
     name="mx_sparse",
     version="0.1.0",
@@ -49,7 +78,7 @@ setup(
     python_requires=">=3.9",
     install_requires=["torch>=2.1", "numpy"],
     extras_require={"test": ["pytest", "hypothesis", "spconv==2.3.8"], "examples": ["tqdm"]},
-    ext_modules=[cpu_extension()],
+    ext_modules=[ext for ext in (cpu_extension(), npu_extension()) if ext is not None],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     zip_safe=False,
 )

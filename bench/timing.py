@@ -115,19 +115,18 @@ def time_networks(nets: Dict[str, torch.nn.Module], vs: List[Variant], inp, mode
 # ---------------------------------------------------------------------------------------
 def mx_map_build_calls(out_tensor) -> List[Callable]:
     """Closures rebuilding every map cached in an mx_sparse output tensor (map and its
-    transpose, as the layers do), with the same functional calls the layers make."""
+    transpose), through the same functions the layers call."""
+    from mx_sparse.indice_data import build_conv_data, build_subm_data
     calls = []
     for d in out_tensor.indice_dict.values():
         b = out_tensor.batch_size
         if d.kind == "subm":
             def call(d=d):
-                nbr = F.build_subm_map(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation)
-                return F.transpose_map(nbr, d.in_indices.shape[0])
+                return build_subm_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation)
         else:
             def call(d=d):
-                _, nbr = F.build_conv_map(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.stride,
-                                          d.padding, d.dilation)
-                return F.transpose_map(nbr, d.in_indices.shape[0])
+                return build_conv_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.stride, d.padding,
+                                       d.dilation)
         calls.append(call)
     return calls
 

@@ -12,6 +12,20 @@ from . import _C  # noqa: F401  (registers torch.ops.mx_sparse.*)
 ops = torch.ops.mx_sparse
 
 
+def _load_npu_kernels():
+    """Registers the PrivateUse1 kernels when this build has them (setup.py builds
+    mx_sparse/_C_npu*.so only where torch_npu and CANN exist); torch_npu goes first."""
+    import glob
+    import os
+    libs = glob.glob(os.path.join(os.path.dirname(__file__), "_C_npu*.so"))
+    if libs:
+        import torch_npu  # noqa: F401
+        torch.ops.load_library(libs[0])
+
+
+_load_npu_kernels()
+
+
 def _register_fake(name):
     register = getattr(torch.library, "register_fake", None) or getattr(torch.library, "impl_abstract", None)
     if register is None:  # torch < 2.2: no FakeTensor support to register with

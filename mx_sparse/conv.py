@@ -10,16 +10,11 @@ from torch import nn
 
 from . import functional as F
 from . import validation
-from .indice_data import IndiceData, same_voxels
+from .indice_data import IndiceData, build_conv_data, build_subm_data, same_voxels
 from .layouts import LayoutAware, scale_output_channels
 from .modules import SparseModule
 from .sparse_tensor import SparseConvTensor
 from .weight_init import INITIALIZERS
-
-
-def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation):
-    return [(s + 2 * p - d * (k - 1) - 1) // st + 1
-            for s, k, st, p, d in zip(spatial_shape, kernel_size, stride, padding, dilation)]
 
 
 class SparseConvolution(LayoutAware, SparseModule):
@@ -105,7 +100,11 @@ class SparseConvolution(LayoutAware, SparseModule):
         if cached is not None:
             self._check_reuse(x, cached)
             return cached
-        data = self._build_subm(x) if self.subm else self._build_conv(x)
+        if self.subm:
+            data = build_subm_data(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.dilation)
+        else:
+            data = build_conv_data(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.stride,
+                                   self.padding, self.dilation)
         if self.indice_key is not None:
             x.indice_dict[self.indice_key] = data
         return data
@@ -114,19 +113,6 @@ class SparseConvolution(LayoutAware, SparseModule):
         if self.subm:  # stride and padding do not apply to submanifold layers
             return self.kernel_size, (1,) * self.ndim, (0,) * self.ndim, self.dilation
         return self.kernel_size, self.stride, self.padding, self.dilation
-
-    def _build_subm(self, x) -> IndiceData:
-        nbr = F.build_subm_map(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.dilation)
-        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
-        return IndiceData("subm", x.indices, x.indices, nbr, nbr_t, x.spatial_shape, x.spatial_shape,
-                          *self._geometry())
-
-    def _build_conv(self, x) -> IndiceData:
-        out_indices, nbr = F.build_conv_map(x.indices, x.spatial_shape, x.batch_size, self.kernel_size,
-                                            self.stride, self.padding, self.dilation)
-        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
-        out_shape = conv_output_shape(x.spatial_shape, self.kernel_size, self.stride, self.padding, self.dilation)
-        return IndiceData("conv", x.indices, out_indices, nbr, nbr_t, x.spatial_shape, out_shape, *self._geometry())
 
     def _check_reuse(self, x, cached: IndiceData):
         kind = "subm" if self.subm else "conv"

@@ -1,9 +1,11 @@
 """What an ``indice_key`` caches: the neighbor map of one layer and everything
 needed to reuse it (submanifold layers) or to invert it (SparseInverseConv)."""
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 import torch
+
+from . import functional as F
 
 
 @dataclass
@@ -30,3 +32,34 @@ def same_voxels(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a is b or (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()):
         return True
     return a.shape == b.shape and torch.equal(a, b)
+
+
+def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation) -> List[int]:
+    return [(s + 2 * p - d * (k - 1) - 1) // st + 1
+            for s, k, st, p, d in zip(spatial_shape, kernel_size, stride, padding, dilation)]
+
+
+def build_subm_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                    kernel_size: Tuple[int, ...], dilation: Tuple[int, ...]) -> IndiceData:
+    """Map and transposed map of a submanifold layer (what SubMConv layers cache)."""
+    nbr = F.build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation)
+    if all(k % 2 for k in kernel_size):
+        # odd kernels are symmetric: offset K-1-k is the negation of offset k, so the
+        # transposed map is the map with its columns reversed
+        nbr_t = nbr.flip(1)
+    else:
+        nbr_t = F.transpose_map(nbr, indices.shape[0])
+    ndim = len(spatial_shape)
+    return IndiceData("subm", indices, indices, nbr, nbr_t, list(spatial_shape), list(spatial_shape),
+                      tuple(kernel_size), (1,) * ndim, (0,) * ndim, tuple(dilation))
+
+
+def build_conv_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                    kernel_size: Tuple[int, ...], stride: Tuple[int, ...], padding: Tuple[int, ...],
+                    dilation: Tuple[int, ...]) -> IndiceData:
+    """Output voxels, map and transposed map of a strided layer (what SparseConv layers cache)."""
+    out_indices, nbr = F.build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
+    nbr_t = F.transpose_map(nbr, indices.shape[0])
+    out_shape = conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation)
+    return IndiceData("conv", indices, out_indices, nbr, nbr_t, list(spatial_shape), out_shape,
+                      tuple(kernel_size), tuple(stride), tuple(padding), tuple(dilation))

@@ -105,3 +105,11 @@ def test_conv_map_with_many_more_outputs_than_inputs():
     ref_idx, ref_nbr = brute_force_conv_map(idx, [16, 16, 16], (3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1))
     assert out_idx.shape[0] == 27 * idx.shape[0]
     assert torch.equal(out_idx, ref_idx) and torch.equal(nbr, ref_nbr)
+
+
+def test_subm_transpose_of_odd_kernel_is_the_column_flip():
+    """The shortcut conv.py takes for odd submanifold kernels, checked against transpose_map."""
+    idx = random_voxels([5, 6, 7], 2, density=0.3, seed=8)
+    for kernel, dilation in (([3, 3, 3], [1, 1, 1]), ([1, 3, 5], [2, 1, 1])):
+        nbr = F.build_subm_map(idx, [5, 6, 7], 2, kernel, dilation)
+        assert torch.equal(nbr.flip(1), F.transpose_map(nbr, idx.shape[0]))

@@ -39,12 +39,23 @@ MXS_INLINE bool conv_output_of(const ConvGeometry& g, const Grid& out,
 
 // Submanifold conv: output o reads input o + (kp - k/2)*d per axis (kernel centred
 // at k//2, so an even kernel reaches one more step backwards than forwards).
+MXS_INLINE int64_t subm_offset(const ConvGeometry& g, int d, int64_t kp) {
+  return (kp - g.kernel[d] / 2) * g.dilation[d];
+}
+
 MXS_INLINE bool subm_input_of(const ConvGeometry& g, const Grid& grid,
                               const int64_t* out_c, const int64_t* kp, int64_t* in_c) {
   for (int d = 0; d < g.ndim; ++d) {
-    in_c[d] = out_c[d] + (kp[d] - g.kernel[d] / 2) * g.dilation[d];
+    in_c[d] = out_c[d] + subm_offset(g, d, kp[d]);
     if (in_c[d] < 0 || in_c[d] >= grid.shape[d]) return false;
   }
+  return true;
+}
+
+// True when every kernel offset of a submanifold conv stays inside the grid.
+MXS_INLINE bool subm_interior(const ConvGeometry& g, const Grid& grid, const int64_t* c) {
+  for (int d = 0; d < g.ndim; ++d)
+    if (c[d] + subm_offset(g, d, 0) < 0 || c[d] + subm_offset(g, d, g.kernel[d] - 1) >= grid.shape[d]) return false;
   return true;
 }
 

@@ -75,7 +75,7 @@ std::vector<KeyRow> sorted_input_voxels(const int32_t* idx, int64_t n, const Gri
       sorted[r] = {pack_coord(g, batch, c), static_cast<int32_t>(r)};
     }
   });
-  parallel_sort(sorted, key_less);
+  radix_sort(sorted, [](const KeyRow& x) { return x.key; });
   FirstBadRow dup;
   at::parallel_for(1, std::max<int64_t>(n, 1), kRowGrain, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t)
@@ -110,24 +110,37 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   check_rows_in_grid(idx, n, grid, batch_size, spatial_shape);
   const std::vector<KeyRow> sorted = sorted_input_voxels(idx, n, grid);
 
+  // Per offset: kernel position and the constant key difference it causes.
+  std::vector<int64_t> kpos(kvol * grid.ndim), delta(kvol);
+  for (int64_t k = 0; k < kvol; ++k) {
+    int64_t* kp = kpos.data() + k * grid.ndim;
+    int64_t off[kMaxSpatialDims];
+    kernel_position(geo, k, kp);
+    for (int d = 0; d < grid.ndim; ++d) off[d] = subm_offset(geo, d, kp[d]);
+    delta[k] = key_delta(grid, off);
+  }
   at::Tensor nbr = at::empty({n, kvol}, indices.options());
   int32_t* out = nbr.data_ptr<int32_t>();
-  // Chunks of the sorted order; inside a chunk, one merge sweep per offset.
+  // Chunks of the sorted order. Each offset keeps its own forward-only cursor
+  // into the sorted keys; a voxel's K answers are written to its row at once.
   at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
-    int64_t c[kMaxSpatialDims], kp[kMaxSpatialDims], nc[kMaxSpatialDims], off[kMaxSpatialDims];
-    for (int64_t k = 0; k < kvol; ++k) {
-      kernel_position(geo, k, kp);
-      for (int d = 0; d < grid.ndim; ++d) off[d] = (kp[d] - geo.kernel[d] / 2) * geo.dilation[d];
-      const int64_t delta = key_delta(grid, off);
-      int64_t j = lower_bound_from(sorted, 0, sorted[b].key + delta);
-      for (int64_t t = b; t < e; ++t) {
-        const int64_t q = sorted[t].key + delta;
+    std::vector<int64_t> cursor(kvol);
+    for (int64_t k = 0; k < kvol; ++k) cursor[k] = lower_bound_from(sorted, 0, sorted[b].key + delta[k]);
+    int64_t c[kMaxSpatialDims], nc[kMaxSpatialDims];
+    for (int64_t t = b; t < e; ++t) {
+      const int32_t r = sorted[t].row;
+      read_row(idx, grid.ndim, r, c);
+      // a key match is this voxel's neighbor only if the offset stays inside the grid
+      const bool interior = subm_interior(geo, grid, c);
+      int32_t* row = out + int64_t(r) * kvol;
+      for (int64_t k = 0; k < kvol; ++k) {
+        const int64_t q = sorted[t].key + delta[k];
+        int64_t j = cursor[k];
         while (j < n && sorted[j].key < q) ++j;
-        const int32_t r = sorted[t].row;
-        read_row(idx, grid.ndim, r, c);
-        // a key match is this voxel's neighbor only if the offset stays inside the grid
-        const bool hit = j < n && sorted[j].key == q && subm_input_of(geo, grid, c, kp, nc);
-        out[int64_t(r) * kvol + k] = hit ? sorted[j].row : kNoNeighbor;
+        cursor[k] = j;
+        const bool hit = j < n && sorted[j].key == q &&
+                         (interior || subm_input_of(geo, grid, c, kpos.data() + k * grid.ndim, nc));
+        row[k] = hit ? sorted[j].row : kNoNeighbor;
       }
     }
   });
@@ -182,8 +195,8 @@ inline void for_each_output(const int32_t* idx, int64_t r, const Grid& in_grid, 
 }
 
 // Every contribution, sorted by output key: counted per fixed chunk of rows,
-// then written at prefix-sum offsets, then sorted. Equal keys differ in k, so
-// their relative order never matters.
+// then written at prefix-sum offsets, then sorted (stably). Equal keys differ
+// in k, so their relative order would not matter anyway.
 std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const Grid& in_grid,
                                             const Grid& out_grid, const ConvGeometry& geo) {
   const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
@@ -208,7 +221,7 @@ std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const
         });
     }
   });
-  parallel_sort(pairs, [](const OutputPair& a, const OutputPair& b) { return a.out_key < b.out_key; });
+  radix_sort(pairs, [](const OutputPair& p) { return p.out_key; });
   return pairs;
 }
 

@@ -3,7 +3,6 @@
 // constant, so queries are sorted too and one forward-only pointer finds all
 // matches in O(N) with sequential memory access (no hashing, no cache misses).
 #pragma once
-#include <ATen/Parallel.h>
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -17,25 +16,29 @@ struct KeyRow {
 
 inline bool key_less(const KeyRow& a, const KeyRow& b) { return a.key < b.key; }
 
-// Sorts in fixed chunks in parallel, then merges pairs of chunks level by level.
-// Callers only rely on the order of distinct keys (or of elements whose ties
-// write disjoint results), so the outcome does not depend on threads.
-template <typename T, typename Less>
-void parallel_sort(std::vector<T>& v, Less key_less) {
-  constexpr int64_t kChunks = 8, kMinParallel = 1 << 15;
-  const int64_t n = static_cast<int64_t>(v.size());
-  if (n < kMinParallel) return std::sort(v.begin(), v.end(), key_less);
-  auto bound = [&](int64_t c) { return v.begin() + n * c / kChunks; };
-  at::parallel_for(0, kChunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) std::sort(bound(c), bound(c + 1), key_less);
-  });
-  for (int64_t width = 1; width < kChunks; width *= 2)
-    at::parallel_for(0, kChunks / (2 * width), 1, [&](int64_t b, int64_t e) {
-      for (int64_t p = b; p < e; ++p) {
-        const int64_t c = p * 2 * width;
-        std::inplace_merge(bound(c), bound(c + width), bound(c + 2 * width), key_less);
-      }
-    });
+// Stable LSD radix sort by a non-negative int64 key, 11 bits per pass, as many
+// passes as the largest key needs (voxel keys of LiDAR grids need 2 or 3). Linear
+// time, and stable, so the result is fully determined by the input order.
+template <typename T, typename KeyOf>
+void radix_sort(std::vector<T>& v, KeyOf key_of) {
+  constexpr int kBits = 11;
+  constexpr int64_t kBuckets = int64_t(1) << kBits;
+  int64_t max_key = 0;
+  for (const T& x : v) max_key = std::max(max_key, key_of(x));
+  std::vector<T> tmp(v.size());
+  std::vector<int64_t> count(kBuckets);
+  for (int shift = 0; shift < 63 && (max_key >> shift) > 0; shift += kBits) {
+    std::fill(count.begin(), count.end(), 0);
+    for (const T& x : v) ++count[(key_of(x) >> shift) & (kBuckets - 1)];
+    int64_t sum = 0;
+    for (int64_t& c : count) {
+      const int64_t here = c;
+      c = sum;
+      sum += here;
+    }
+    for (const T& x : v) tmp[count[(key_of(x) >> shift) & (kBuckets - 1)]++] = x;
+    v.swap(tmp);
+  }
 }
 
 // First position in sorted[from, n) whose key is >= key.

@@ -20,7 +20,7 @@ import torch
 
 from .. import functional as F
 from ..conv import SparseConvolution
-from ..indice_data import IndiceData
+from ..indice_data import IndiceData, build_conv_data, build_subm_data
 from ..layouts import convert_weight
 from ..modules import SparseModule
 from ..sparse_tensor import SparseConvTensor
@@ -205,17 +205,10 @@ class SparsePool(SparseModule):
         return derived(x, feats, data.out_indices, data.out_spatial_shape)
 
     def _build(self, x) -> IndiceData:
-        from ..conv import conv_output_shape
         ks, st, pd, dl = self._geometry()
         if self.subm:
-            nbr = F.build_subm_map(x.indices, x.spatial_shape, x.batch_size, ks, dl)
-            out_indices, out_shape = x.indices, x.spatial_shape
-        else:
-            out_indices, nbr = F.build_conv_map(x.indices, x.spatial_shape, x.batch_size, ks, st, pd, dl)
-            out_shape = conv_output_shape(x.spatial_shape, ks, st, pd, dl)
-        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
-        return IndiceData("subm" if self.subm else "conv", x.indices, out_indices, nbr, nbr_t, x.spatial_shape,
-                          out_shape, ks, st, pd, dl)
+            return build_subm_data(x.indices, x.spatial_shape, x.batch_size, ks, dl)
+        return build_conv_data(x.indices, x.spatial_shape, x.batch_size, ks, st, pd, dl)
 
 
 class SparseGlobalPool(SparseModule):

@@ -224,7 +224,28 @@ at::Tensor gather_mm_backprop_filter_npu(const at::Tensor& features, const at::T
 
 // transpose_map has no AscendC kernel: the composite torch ops of the CPU backend's definition
 // are not registered here, so the dispatcher reports it as unsupported on NPU (listed in the docs).
+namespace mxs_npu {
+namespace {
+
+// transpose_map needs no AscendC kernel: it is one index_put of ATen ops, which
+// torch_npu runs on the device (documented fallback composition).
+at::Tensor transpose_map_npu(const at::Tensor& nbr, int64_t num_rows) {
+  check_map(nbr, "nbr");
+  TORCH_CHECK_VALUE(num_rows >= 0, "num_rows: expected >= 0, got ", num_rows);
+  const int64_t m = nbr.size(0), kvol = nbr.size(1);
+  at::Tensor out = at::full({num_rows, kvol}, -1, nbr.options());
+  const at::Tensor valid = nbr.ge(0);
+  const at::Tensor rows = at::arange(m, nbr.options()).unsqueeze(1).expand({m, kvol});
+  const at::Tensor ks = at::arange(kvol, nbr.options().dtype(at::kLong)).unsqueeze(0).expand({m, kvol});
+  out.index_put_({nbr.masked_select(valid).to(at::kLong), ks.masked_select(valid)}, rows.masked_select(valid));
+  return out;
+}
+
+}  // namespace
+}  // namespace mxs_npu
+
 TORCH_LIBRARY_IMPL(mx_sparse, PrivateUse1, m) {
+  m.impl("transpose_map", &mxs_npu::transpose_map_npu);
   m.impl("build_subm_map", &mxs_npu::build_subm_map_npu);
   m.impl("build_conv_map", &mxs_npu::build_conv_map_npu);
   m.impl("gather_mm", &mxs_npu::gather_mm_npu);
