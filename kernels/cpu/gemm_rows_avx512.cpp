@@ -68,10 +68,6 @@ inline void row_tail(int64_t rows, int64_t kdim, int64_t ncols, AOf a_of, BOf b_
 template <typename AOf, typename BOf, typename Out>
 inline void all_rows(int64_t m, int64_t kdim, int64_t ncols, AOf a_of, BOf b_of, Out out) {
   int64_t r0 = 0;
-  if (ncols <= 16)  // one vector per row: take 16 rows for 16 independent FMA chains
-    for (; r0 + 2 * kRows <= m; r0 += 2 * kRows)
-      row_group<2 * kRows>(kdim, ncols, [&](int r, int64_t p) { return a_of(r0 + r, p); }, b_of,
-                           [&](int r) { return out(r0 + r); });
   for (; r0 + kRows <= m; r0 += kRows)
     row_group<kRows>(kdim, ncols, [&](int r, int64_t p) { return a_of(r0 + r, p); }, b_of,
                      [&](int r) { return out(r0 + r); });
