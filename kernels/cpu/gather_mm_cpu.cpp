@@ -61,9 +61,10 @@ struct MapRangeCheck {
   }
 };
 
-// Output rows per tile: the accumulator tile stays around 64 KiB. Depends only on
+// Output rows per tile: the accumulator tile stays within 256 KiB (L2), and wide
+// layers still get enough rows per offset to reuse each weight slice. Depends only on
 // Cout so the arithmetic is the same for any thread count.
-int64_t rows_per_tile(int64_t cout) { return std::clamp<int64_t>(16384 / std::max<int64_t>(cout, 1), 16, 256); }
+int64_t rows_per_tile(int64_t cout) { return std::clamp<int64_t>(65536 / std::max<int64_t>(cout, 1), 16, 256); }
 
 // Below this many multiply-adds a call runs on the calling thread: opening an
 // OpenMP region costs more than the work, and much more on a busy machine.
