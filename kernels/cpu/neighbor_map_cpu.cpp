@@ -125,7 +125,7 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   // into the sorted keys; a voxel's K answers are written to its row at once.
   at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
     std::vector<int64_t> cursor(kvol);
-    for (int64_t k = 0; k < kvol; ++k) cursor[k] = lower_bound_from(sorted, 0, sorted[b].key + delta[k]);
+    for (int64_t k = 0; k < kvol; ++k) cursor[k] = lower_bound_key(sorted, sorted[b].key + delta[k]);
     int64_t c[kMaxSpatialDims], nc[kMaxSpatialDims];
     for (int64_t t = b; t < e; ++t) {
       const int32_t r = sorted[t].row;

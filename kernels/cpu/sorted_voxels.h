@@ -41,9 +41,9 @@ void radix_sort(std::vector<T>& v, KeyOf key_of) {
   }
 }
 
-// First position in sorted[from, n) whose key is >= key.
-inline int64_t lower_bound_from(const std::vector<KeyRow>& sorted, int64_t from, int64_t key) {
-  return std::lower_bound(sorted.begin() + from, sorted.end(), KeyRow{key, 0}, key_less) - sorted.begin();
+// First position of sorted whose key is >= key.
+inline int64_t lower_bound_key(const std::vector<KeyRow>& sorted, int64_t key) {
+  return std::lower_bound(sorted.begin(), sorted.end(), KeyRow{key, 0}, key_less) - sorted.begin();
 }
 
 }  // namespace mxs
