@@ -75,13 +75,14 @@ class SparseConvolution(LayoutAware, SparseModule):
             nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
         else:
             nbr, nbr_t, out_indices, out_shape = data.nbr, data.nbr_t, data.out_indices, data.out_spatial_shape
-        weight = self.weight.reshape(self.kernel_volume, self.in_channels // self.groups, self.out_channels)
-        features = F.gather_mm(x.features, weight.to(x.features.dtype), nbr, nbr_t, self.groups)
+        features = F.gather_mm(x.features, self.gemm_weight().to(x.features.dtype), nbr, nbr_t, self.groups)
         if self.bias is not None:
             features = features + self.bias.to(features.dtype)
-        out = SparseConvTensor(features, out_indices, out_shape, x.batch_size, x.grid)
-        out.indice_dict = x.indice_dict
-        return out
+        return x.derive(features, out_indices, out_shape)
+
+    def gemm_weight(self) -> torch.Tensor:
+        """The weight as the ops take it: ``[K, Cin/groups, Cout]``."""
+        return self.weight.reshape(self.kernel_volume, self.in_channels // self.groups, self.out_channels)
 
     def _check_input(self, x):
         if not isinstance(x, SparseConvTensor):

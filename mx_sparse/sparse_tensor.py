@@ -45,11 +45,16 @@ class SparseConvTensor:
             return None
         return self.indice_dict.get(key)
 
-    def replace_feature(self, features: torch.Tensor) -> "SparseConvTensor":
-        """Same voxels and cached maps, new features."""
-        out = SparseConvTensor(features, self.indices, self.spatial_shape, self.batch_size, self.grid)
+    def derive(self, features: torch.Tensor, indices: torch.Tensor, spatial_shape) -> "SparseConvTensor":
+        """A tensor of this class on other voxels of the same batch, sharing the map cache
+        (what every layer returns; subclasses override it to carry their own fields)."""
+        out = type(self)(features, indices, spatial_shape, self.batch_size, self.grid)
         out.indice_dict = self.indice_dict
         return out
+
+    def replace_feature(self, features: torch.Tensor) -> "SparseConvTensor":
+        """Same voxels and cached maps, new features."""
+        return self.derive(features, self.indices, self.spatial_shape)
 
     def dense(self, channels_first: bool = True) -> torch.Tensor:
         """``[B, C, *spatial]`` (or ``[B, *spatial, C]``); inactive voxels are zero."""

@@ -108,24 +108,21 @@ class CompatConvolution(SparseConvolution):
         return convert_weight(self.weight, self.weight_layout, "FLAT")
 
     def forward(self, x: SparseConvTensor, add_input=None) -> SparseConvTensor:
-        self._check_input(x)
-        if self.transposed:
-            data = self._transposed_data(x)
-        else:
-            data = self._indice_data(x)
-        if self.inverse:
-            nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
-        else:
-            nbr, nbr_t, out_indices, out_shape = data.nbr, data.nbr_t, data.out_indices, data.out_spatial_shape
-        features = F.gather_mm(x.features, self.gemm_weight().to(x.features.dtype), nbr, nbr_t, self.groups)
-        return self._finish(x, features, out_indices, out_shape, add_input)
+        out = super().forward(x)
+        if add_input is not None:  # spconv's fused residual: added after the bias
+            out = out.derive(out.features + add_input.features, out.indices, out.spatial_shape)
+        return out
+
+    def _indice_data(self, x) -> IndiceData:
+        return self._transposed_data(x) if self.transposed else super()._indice_data(x)
 
     def _finish(self, x, features, out_indices, out_shape, add_input=None):
+        """Bias, optional residual and output tensor, for the 1x1 paths that skip the map."""
         if self.bias is not None:
             features = features + self.bias.to(features.dtype)
         if add_input is not None:
             features = features + add_input.features
-        return derived(x, features, out_indices, out_shape)
+        return x.derive(features, out_indices, out_shape)
 
     def _transposed_data(self, x) -> IndiceData:
         key = self.indice_key
@@ -141,16 +138,6 @@ class CompatConvolution(SparseConvolution):
         if key is not None:
             x.indice_dict[key] = data
         return data
-
-
-def derived(x: SparseConvTensor, features, indices, spatial_shape) -> SparseConvTensor:
-    """A tensor of x's class with new voxels, sharing x's map cache (and spconv extras)."""
-    make = getattr(x, "_derived", None)
-    if make is not None:
-        return make(features, indices, spatial_shape)
-    out = type(x)(features, indices, spatial_shape, x.batch_size, x.grid)
-    out.indice_dict = x.indice_dict
-    return out
 
 
 class SparsePool(SparseModule):
@@ -202,7 +189,7 @@ class SparsePool(SparseModule):
             feats = gathered.masked_fill(~mask[..., None], low).max(dim=1).values
         else:
             feats = (gathered * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1).to(gathered.dtype)
-        return derived(x, feats, data.out_indices, data.out_spatial_shape)
+        return x.derive(feats, data.out_indices, data.out_spatial_shape)
 
     def _build(self, x) -> IndiceData:
         ks, st, pd, dl = self._geometry()

@@ -56,7 +56,7 @@ class SparseConvTensor(_CoreTensor):
         self.int8_scale = None
 
     # --- tensors derived from this one keep the class and spconv's extra fields
-    def _derived(self, features, indices, spatial_shape) -> "SparseConvTensor":
+    def derive(self, features, indices, spatial_shape) -> "SparseConvTensor":
         out = type(self)(features, indices, spatial_shape, self.batch_size, self.grid, self.voxel_num,
                          self.indice_dict, self.benchmark)
         out.benchmark_record = self.benchmark_record
@@ -65,16 +65,16 @@ class SparseConvTensor(_CoreTensor):
         return out
 
     def replace_feature(self, feature: torch.Tensor) -> "SparseConvTensor":
-        return self._derived(feature, self.indices, self.spatial_shape)
+        return self.derive(feature, self.indices, self.spatial_shape)
 
     def shadow_copy(self) -> "SparseConvTensor":
         """A new tensor sharing every member (features, indices, map cache)."""
-        return self._derived(self.features, self.indices, self.spatial_shape)
+        return self.derive(self.features, self.indices, self.spatial_shape)
 
     def select_by_index(self, valid_indices: torch.Tensor) -> "SparseConvTensor":
         """The voxels selected by ``valid_indices`` (bool mask or row indices); the map cache
         is not carried over (it describes other voxels)."""
-        out = self._derived(self.features[valid_indices], self.indices[valid_indices], self.spatial_shape)
+        out = self.derive(self.features[valid_indices], self.indices[valid_indices], self.spatial_shape)
         out.indice_dict = {}
         return out
 
