@@ -34,3 +34,15 @@ def test_attributes_and_replace_feature():
     assert z.indice_dict is x.indice_dict and z.indices is y.indices
     x.features = torch.zeros(2, 3)  # assignable
     assert x.features.sum() == 0
+
+
+def test_derive_keeps_class_and_map_cache():
+    class Tagged(mx_sparse.SparseConvTensor):
+        pass
+
+    idx = torch.tensor([[0, 0, 0, 0], [0, 1, 1, 1]], dtype=torch.int32)
+    x = Tagged(torch.ones(2, 3), idx, [4, 4, 4], 1)
+    y = mx_sparse.SparseConv3d(3, 2, 3, stride=2, padding=1, indice_key="d")(x)
+    assert type(y) is Tagged and y.indice_dict is x.indice_dict and "d" in y.indice_dict
+    z = y.derive(torch.zeros(1, 5), y.indices[:1], y.spatial_shape)
+    assert type(z) is Tagged and z.indice_dict is x.indice_dict and z.batch_size == 1
