@@ -5,8 +5,9 @@
 // scatter, no atomics, and the summation order (k ascending, then the fixed
 // order of gemm_rows) is the same for every thread count. Half-precision inputs
 // are widened to float once and accumulated in float; float64 stays float64.
-// (An AVX512-BF16 dot-product kernel was tried and measured slower than this
-// float path on our Xeon: 59 vs 79 GFLOP/s forward at 64 channels, one thread.)
+// bfloat16 gather_mm runs on AMX tiles where the CPU has them (gemm_rows_amx.h):
+// bf16 operands read as they are, float accumulators, bf16 output. (An AVX512-BF16
+// dot-product kernel was tried before and measured slower than the float path.)
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <torch/types.h>
@@ -15,6 +16,8 @@
 #include <vector>
 #include "../ops/op_args.h"
 #include "gemm_rows.h"
+#include "gemm_rows_amx.h"
+#include "map_column.h"
 
 namespace mxs {
 namespace {
@@ -78,31 +81,31 @@ int64_t grain_for(int64_t items, double macs_per_item) {
 // rows and each offset k it lists the (input row, tile row) pairs and hands them
 // to gemm(n, a_rows, c_rows, k, g) once per group, with the row pointers moved
 // to that group's channels; store(m0, m1, acc) then writes the finished tile.
-template <typename In, typename Acc, typename Gemm, typename Store>
+// make_gemm() is called once per worker thread (a gemm may own scratch buffers).
+template <typename In, typename Acc, typename MakeGemm, typename Store>
 void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, const GroupedShape& s,
-                  MapRangeCheck& bad, Gemm gemm, Store store) {
+                  MapRangeCheck& bad, MakeGemm make_gemm, Store store) {
   const int64_t tile = rows_per_tile(s.cout);
   const int64_t ntiles = (m + tile - 1) / tile;
   // a tile does about tile * kvol / 4 row products (typical LiDAR occupancy)
   const int64_t grain = grain_for(ntiles, double(tile) * s.kvol / 4 * s.cin_g * s.cout);
   at::parallel_for(0, ntiles, grain, [&](int64_t tb, int64_t te) {
     std::vector<Acc> acc(tile * s.cout);
+    std::vector<int32_t> in_rows(tile + 16), tile_rows(tile + 16);
     std::vector<const In*> a_rows(tile);
     std::vector<Acc*> c_rows(tile);
+    auto gemm = make_gemm();
     for (int64_t t = tb; t < te; ++t) {
       const int64_t m0 = t * tile, m1 = std::min(m, m0 + tile);
       std::fill(acc.begin(), acc.end(), Acc(0));
       for (int64_t k = 0; k < s.kvol; ++k) {
-        int64_t n = 0;
-        // Branch-free compaction: about a quarter of the entries are valid, in no
-        // predictable pattern, so a taken/not-taken branch would mispredict often.
-        for (int64_t r = m0; r < m1; ++r) {
-          const int32_t i = nbr[r * s.kvol + k];
-          const bool valid = i >= 0 && i < n_in;
-          if (!valid && i != kNoNeighbor) bad.report(r);  // rare: a corrupt map
-          a_rows[n] = in + int64_t(valid ? i : 0) * s.cin;
-          c_rows[n] = acc.data() + (r - m0) * s.cout;
-          n += valid;
+        const MapColumn col =
+            compact_map_column(nbr + m0 * s.kvol, m1 - m0, s.kvol, k, n_in, in_rows.data(), tile_rows.data());
+        if (col.bad_row >= 0) bad.report(m0 + col.bad_row);  // rare: a corrupt map
+        const int64_t n = col.count;
+        for (int64_t j = 0; j < n; ++j) {
+          a_rows[j] = in + int64_t(in_rows[j]) * s.cin;
+          c_rows[j] = acc.data() + int64_t(tile_rows[j]) * s.cout;
         }
         for (int64_t g = 0; g < s.groups && n > 0; ++g) {
           if (g > 0)
@@ -123,15 +126,48 @@ void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr,
                       T* out, MapRangeCheck& bad) {
   gather_tiles<T, T>(
       in, n_in, nbr, m, s, bad,
-      [&](int64_t n, const T* const* a, T* const* c, int64_t k, int64_t g) {
-        gemm_rows(n, s.cin_g, s.cout_g, a, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout, c);
+      [&] {
+        return [&](int64_t n, const T* const* a, T* const* c, int64_t k, int64_t g) {
+          gemm_rows(n, s.cin_g, s.cout_g, a, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout, c);
+        };
       },
       [&](int64_t m0, int64_t m1, const T* acc) { std::copy(acc, acc + (m1 - m0) * s.cout, out + m0 * s.cout); });
+}
+
+// bfloat16 on AMX: float accumulator tiles, rounded to bf16 once when a tile is done.
+void gather_mm_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* w, const int32_t* nbr, int64_t m,
+                        const GroupedShape& s, at::BFloat16* out, MapRangeCheck& bad) {
+  const AmxWeights packed(w, s.kvol, s.groups, s.cin_g, s.cout_g);
+  gather_tiles<uint16_t, float>(
+      in, n_in, nbr, m, s, bad,
+      [&] {
+        return [&, scratch = AmxScratch(packed)](int64_t n, const uint16_t* const* a, float* const* c, int64_t k,
+                                                  int64_t g) mutable {
+          gemm_rows_amx(n, a, packed, k, g, c, scratch);
+        };
+      },
+      [&](int64_t m0, int64_t m1, const float* acc) {
+        round_to_bf16(acc, reinterpret_cast<uint16_t*>(out + m0 * s.cout), (m1 - m0) * s.cout);
+      });
+}
+
+at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
+                                  const GroupedShape& s) {
+  const at::Tensor f = features.contiguous(), w = weight.contiguous(), nbr = nbr_in.contiguous();
+  const int64_t m = nbr.size(0);
+  at::Tensor out = at::empty({m, s.cout}, f.options());
+  MapRangeCheck bad;
+  gather_mm_bf16_amx(reinterpret_cast<const uint16_t*>(f.data_ptr<at::BFloat16>()), f.size(0),
+                     reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), nbr.data_ptr<int32_t>(), m, s,
+                     out.data_ptr<at::BFloat16>(), bad);
+  bad.raise_if_bad("nbr", f.size(0));
+  return out;
 }
 
 at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
                          const at::Tensor& nbr_t, int64_t groups) {
   const GroupedShape s = check_gather_mm_args(features, weight, nbr_in, nbr_t, groups);
+  if (features.scalar_type() == at::kBFloat16 && amx_bf16_usable()) return gather_mm_bf16_amx_cpu(features, weight, nbr_in, s);
   const auto acc = accumulate_type(features.scalar_type());
   const at::Tensor f = features.to(acc).contiguous(), w = weight.to(acc).contiguous(), nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0);
@@ -146,17 +182,40 @@ at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, c
 }
 
 // Output rows m that have a neighbor through offset k, ascending, for every k.
+// The map is read row by row in fixed blocks (reading it column by column would
+// stream the whole map once per offset): one pass counts per (block, offset),
+// a second writes each block's rows at its prefix position.
 std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m, int64_t kvol, int64_t n_in,
                                                   MapRangeCheck& bad) {
+  constexpr int64_t kBlock = 2048;
+  const int64_t nblocks = (m + kBlock - 1) / kBlock;
+  const int64_t grain = grain_for(nblocks, double(kBlock) * kvol);
+  auto valid = [&](int32_t i) { return i >= 0 && i < n_in; };
+  std::vector<int64_t> pos(nblocks * kvol, 0);  // counts, then start positions
+  at::parallel_for(0, nblocks, grain, [&](int64_t bb, int64_t be) {
+    for (int64_t b = bb; b < be; ++b)
+      for (int64_t r = b * kBlock; r < std::min(m, (b + 1) * kBlock); ++r)
+        for (int64_t k = 0; k < kvol; ++k) {
+          const int32_t i = nbr[r * kvol + k];
+          if (valid(i)) ++pos[b * kvol + k];
+          else if (i != kNoNeighbor) bad.report(r);
+        }
+  });
   std::vector<std::vector<int32_t>> rows(kvol);
-  at::parallel_for(0, kvol, grain_for(kvol, double(m)), [&](int64_t kb, int64_t ke) {
-    for (int64_t k = kb; k < ke; ++k)
-      for (int64_t r = 0; r < m; ++r) {
-        const int32_t i = nbr[r * kvol + k];
-        if (i == kNoNeighbor) continue;
-        if (i < 0 || i >= n_in) bad.report(r);
-        else rows[k].push_back(static_cast<int32_t>(r));
-      }
+  for (int64_t k = 0; k < kvol; ++k) {
+    int64_t total = 0;
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const int64_t count = pos[b * kvol + k];
+      pos[b * kvol + k] = total;
+      total += count;
+    }
+    rows[k].resize(total);
+  }
+  at::parallel_for(0, nblocks, grain, [&](int64_t bb, int64_t be) {
+    for (int64_t b = bb; b < be; ++b)
+      for (int64_t r = b * kBlock; r < std::min(m, (b + 1) * kBlock); ++r)
+        for (int64_t k = 0; k < kvol; ++k)
+          if (valid(nbr[r * kvol + k])) rows[k][pos[b * kvol + k]++] = static_cast<int32_t>(r);
   });
   return rows;
 }
@@ -239,6 +298,27 @@ void backprop_filter_kernel(const T* in, const T* grad, const int32_t* nbr, cons
   });
 }
 
+// bfloat16 on AMX (groups == 1): the chunk's pairs go through one gemm_tn_amx call.
+void backprop_filter_bf16_amx(const uint16_t* in, const uint16_t* grad, const int32_t* nbr, const GroupedShape& s,
+                              const std::vector<std::vector<int32_t>>& rows, float* dw) {
+  struct Scratch {
+    explicit Scratch(const GroupedShape& s) : pairs(s.cin, s.cout), a_rows(kPairsPerChunk), g_rows(kPairsPerChunk) {}
+    AmxPairsScratch pairs;
+    std::vector<const uint16_t*> a_rows, g_rows;
+  };
+  static_assert(kPairsPerChunk <= AmxPairsScratch::kMaxPairs, "a chunk must fit the AMX pair buffers");
+  reduce_chunks<float, Scratch>(chunk_pairs(rows), s, dw, [&](const PairChunk& ch, float* partial, Scratch& sc) {
+    const std::vector<int32_t>& ms = rows[ch.k];
+    const int64_t n = ch.end - ch.begin;
+    for (int64_t p = 0; p < n; ++p) {
+      const int64_t m = ms[ch.begin + p];
+      sc.a_rows[p] = in + int64_t(nbr[m * s.kvol + ch.k]) * s.cin;
+      sc.g_rows[p] = grad + m * s.cout;
+    }
+    gemm_tn_amx(n, sc.a_rows.data(), sc.g_rows.data(), partial, s.cout, sc.pairs);
+  });
+}
+
 at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::Tensor& grad,
                                          const at::Tensor& nbr_in, const at::Tensor& nbr_t, int64_t groups) {
   check_gather_operands(features, nbr_in, nbr_t, groups);
@@ -257,6 +337,13 @@ at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::T
   bad.raise_if_bad("nbr", features.size(0));
   const auto acc = accumulate_type(features.scalar_type());
   at::Tensor dw = at::zeros({s.kvol, s.cin_g, cout}, features.options().dtype(acc));
+  if (features.scalar_type() == at::kBFloat16 && groups == 1 && amx_bf16_usable()) {
+    const at::Tensor f = features.contiguous(), g = grad.contiguous();
+    backprop_filter_bf16_amx(reinterpret_cast<const uint16_t*>(f.data_ptr<at::BFloat16>()),
+                             reinterpret_cast<const uint16_t*>(g.data_ptr<at::BFloat16>()), nbr.data_ptr<int32_t>(), s,
+                             rows, dw.data_ptr<float>());
+    return dw.to(at::kBFloat16);
+  }
   const at::Tensor f = features.to(acc).contiguous(), g = grad.to(acc).contiguous();
   AT_DISPATCH_FLOATING_TYPES(acc, "gather_mm_backprop_filter_cpu", [&] {
     backprop_filter_kernel<scalar_t>(f.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), nbr.data_ptr<int32_t>(), s,

@@ -64,6 +64,19 @@ void check_row_count(int64_t n) {
                     " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
 }
 
+// True when the keys strictly increase, i.e. the rows are already sorted and
+// duplicate-free. This is the common case: build_conv_map emits its output voxels
+// sorted, and voxelizers usually emit (batch, z, y, x) order.
+bool strictly_increasing(const std::vector<KeyRow>& v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  std::atomic<bool> ok{true};
+  at::parallel_for(1, std::max<int64_t>(n, 1), kRowGrain, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e && ok.load(std::memory_order_relaxed); ++t)
+      if (v[t].key <= v[t - 1].key) ok = false;
+  });
+  return ok;
+}
+
 // All input voxels sorted by key; rejects duplicate coordinates (they end up
 // adjacent), naming the later row of the lowest such pair.
 std::vector<KeyRow> sorted_input_voxels(const int32_t* idx, int64_t n, const Grid& g) {
@@ -75,6 +88,7 @@ std::vector<KeyRow> sorted_input_voxels(const int32_t* idx, int64_t n, const Gri
       sorted[r] = {pack_coord(g, batch, c), static_cast<int32_t>(r)};
     }
   });
+  if (strictly_increasing(sorted)) return sorted;
   radix_sort(sorted, [](const KeyRow& x) { return x.key; });
   FirstBadRow dup;
   at::parallel_for(1, std::max<int64_t>(n, 1), kRowGrain, [&](int64_t b, int64_t e) {
@@ -96,6 +110,78 @@ int64_t key_delta(const Grid& g, const int64_t* offset) {
   return delta;
 }
 
+// The kernel window of a submanifold map as lines along the last axis. Offsets
+// that differ only in their last-axis position have keys `step` apart, so one
+// forward-only cursor per line finds all of its matches: the sorted keys between
+// the line's first and last query are exactly the candidates.
+struct KernelLines {
+  int64_t count = 1;   // lines in the window: kvol / width
+  int64_t width = 1;   // offsets per line: kernel size of the last axis
+  int64_t step = 1;    // key distance of neighbouring offsets in a line (last-axis dilation)
+  std::vector<int64_t> first_delta;  // key difference of each line's first offset
+};
+
+KernelLines kernel_lines(const Grid& grid, const ConvGeometry& geo) {
+  const int last = grid.ndim - 1;
+  KernelLines lines;
+  lines.width = geo.kernel[last];
+  lines.step = geo.dilation[last];
+  lines.count = kernel_volume(geo) / lines.width;
+  lines.first_delta.resize(lines.count);
+  for (int64_t l = 0; l < lines.count; ++l) {
+    int64_t kp[kMaxSpatialDims], off[kMaxSpatialDims];
+    kernel_position(geo, l * lines.width, kp);
+    for (int d = 0; d < grid.ndim; ++d) off[d] = subm_offset(geo, d, kp[d]);
+    lines.first_delta[l] = key_delta(grid, off);
+  }
+  return lines;
+}
+
+// Fills the found neighbors of the voxels at sorted positions [b, e) into the
+// -1-initialised map `out` (rows in input order).
+//
+// Odd kernels are symmetric: offset K-1-k is the negation of offset k, so
+// "j is i's neighbor at k" is the same fact as "i is j's neighbor at K-1-k".
+// With `mirror`, each voxel therefore searches only the offsets before the
+// centre (the lines before the centre line, and the centre line's first half),
+// writes each match into both rows, and is its own centre neighbor. Every map
+// cell still has exactly one writer, so chunks may run in parallel.
+void subm_sweep(const std::vector<KeyRow>& sorted, const int32_t* idx, const Grid& grid,
+                const ConvGeometry& geo, const KernelLines& lines, const std::vector<int64_t>& kpos,
+                bool mirror, int64_t b, int64_t e, int32_t* out) {
+  const int64_t n = static_cast<int64_t>(sorted.size()), kvol = lines.count * lines.width;
+  const int64_t centre_line = lines.count / 2;
+  const int64_t searched_lines = mirror ? centre_line + 1 : lines.count;
+  std::vector<int64_t> cursor(searched_lines);
+  for (int64_t l = 0; l < searched_lines; ++l) cursor[l] = lower_bound_key(sorted, sorted[b].key + lines.first_delta[l]);
+  int64_t c[kMaxSpatialDims], nc[kMaxSpatialDims];
+  for (int64_t t = b; t < e; ++t) {
+    const int64_t key = sorted[t].key;
+    const int32_t r = sorted[t].row;
+    read_row(idx, grid.ndim, r, c);
+    // a key match is this voxel's neighbor only if the offset stays inside the grid
+    const bool interior = subm_interior(geo, grid, c);
+    int32_t* row = out + int64_t(r) * kvol;
+    for (int64_t l = 0; l < searched_lines; ++l) {
+      const int64_t positions = mirror && l == centre_line ? lines.width / 2 : lines.width;
+      const int64_t lo = key + lines.first_delta[l], hi = lo + (positions - 1) * lines.step;
+      int64_t j = cursor[l];
+      while (j < n && sorted[j].key < lo) ++j;
+      cursor[l] = j;
+      for (; j < n && sorted[j].key <= hi; ++j) {
+        const int64_t diff = sorted[j].key - lo;
+        const int64_t p = lines.step == 1 ? diff : diff / lines.step;  // skip the division when undilated
+        if (p * lines.step != diff) continue;
+        const int64_t k = l * lines.width + p;
+        if (!interior && !subm_input_of(geo, grid, c, kpos.data() + k * grid.ndim, nc)) continue;
+        row[k] = sorted[j].row;
+        if (mirror) out[int64_t(sorted[j].row) * kvol + (kvol - 1 - k)] = r;
+      }
+    }
+    if (mirror) row[kvol / 2] = r;
+  }
+}
+
 at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spatial_shape,
                               int64_t batch_size, c10::IntArrayRef kernel_size,
                               c10::IntArrayRef dilation) {
@@ -110,39 +196,16 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   check_rows_in_grid(idx, n, grid, batch_size, spatial_shape);
   const std::vector<KeyRow> sorted = sorted_input_voxels(idx, n, grid);
 
-  // Per offset: kernel position and the constant key difference it causes.
-  std::vector<int64_t> kpos(kvol * grid.ndim), delta(kvol);
-  for (int64_t k = 0; k < kvol; ++k) {
-    int64_t* kp = kpos.data() + k * grid.ndim;
-    int64_t off[kMaxSpatialDims];
-    kernel_position(geo, k, kp);
-    for (int d = 0; d < grid.ndim; ++d) off[d] = subm_offset(geo, d, kp[d]);
-    delta[k] = key_delta(grid, off);
-  }
-  at::Tensor nbr = at::empty({n, kvol}, indices.options());
+  const KernelLines lines = kernel_lines(grid, geo);
+  std::vector<int64_t> kpos(kvol * grid.ndim);  // per-axis kernel position of every offset
+  for (int64_t k = 0; k < kvol; ++k) kernel_position(geo, k, kpos.data() + k * grid.ndim);
+  bool mirror = true;
+  for (int d = 0; d < grid.ndim; ++d) mirror = mirror && geo.kernel[d] % 2 == 1;
+
+  at::Tensor nbr = at::full({n, kvol}, kNoNeighbor, indices.options());
   int32_t* out = nbr.data_ptr<int32_t>();
-  // Chunks of the sorted order. Each offset keeps its own forward-only cursor
-  // into the sorted keys; a voxel's K answers are written to its row at once.
   at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
-    std::vector<int64_t> cursor(kvol);
-    for (int64_t k = 0; k < kvol; ++k) cursor[k] = lower_bound_key(sorted, sorted[b].key + delta[k]);
-    int64_t c[kMaxSpatialDims], nc[kMaxSpatialDims];
-    for (int64_t t = b; t < e; ++t) {
-      const int32_t r = sorted[t].row;
-      read_row(idx, grid.ndim, r, c);
-      // a key match is this voxel's neighbor only if the offset stays inside the grid
-      const bool interior = subm_interior(geo, grid, c);
-      int32_t* row = out + int64_t(r) * kvol;
-      for (int64_t k = 0; k < kvol; ++k) {
-        const int64_t q = sorted[t].key + delta[k];
-        int64_t j = cursor[k];
-        while (j < n && sorted[j].key < q) ++j;
-        cursor[k] = j;
-        const bool hit = j < n && sorted[j].key == q &&
-                         (interior || subm_input_of(geo, grid, c, kpos.data() + k * grid.ndim, nc));
-        row[k] = hit ? sorted[j].row : kNoNeighbor;
-      }
-    }
+    subm_sweep(sorted, idx, grid, geo, lines, kpos, mirror, b, e, out);
   });
   return nbr;
 }
@@ -153,46 +216,81 @@ struct OutputPair {
   int32_t row, k;
 };
 
-// Calls fn(out_key, k) for every output reached from input row r. The output
-// rule is separable per axis, so the valid (kernel position, output coordinate)
-// pairs are found per axis (sum(kernel) tests instead of kvol * ndim integer
-// divisions) and combined as a row-major odometer, which visits k in ascending
-// order. scratch holds 2 * sum(kernel) values.
-template <typename Fn>
-inline void for_each_output(const int32_t* idx, int64_t r, const Grid& in_grid, const Grid& out_grid,
-                            const ConvGeometry& geo, std::vector<int64_t>& scratch, Fn fn) {
-  const int nd = in_grid.ndim;
-  int64_t c[kMaxSpatialDims], count[kMaxSpatialDims], at[kMaxSpatialDims], oc[kMaxSpatialDims];
-  int64_t* kpos[kMaxSpatialDims];
-  int64_t* opos[kMaxSpatialDims];
-  const int64_t batch = read_row(idx, nd, r, c);
-  int64_t* free_slot = scratch.data();
-  for (int d = 0; d < nd; ++d) {
-    kpos[d] = free_slot;
-    opos[d] = free_slot + geo.kernel[d];
-    free_slot += 2 * geo.kernel[d];
-    count[d] = 0;
-    for (int64_t kp = 0; kp < geo.kernel[d]; ++kp) {
-      const int64_t o = conv_axis_output(geo, out_grid, d, c[d], kp);
+// The outputs a strided-conv input reaches. The output rule is separable per
+// axis, so each axis lists its valid (kernel position, output coordinate) pairs
+// (sum(kernel) tests instead of kvol * ndim), and the outputs are their
+// row-major product, visited by an odometer in ascending k. Both the offset
+// index k and the output key are sums of one share per axis, so the lists hold
+// those shares. Sorted inputs share their leading coordinates with the previous
+// voxel almost always, so each axis keeps the list of its last coordinate.
+class OutputReach {
+ public:
+  OutputReach(const ConvGeometry& geo, const Grid& out_grid) : geo_(geo), out_grid_(out_grid), nd_(geo.ndim) {
+    int64_t slots = 0;
+    for (int d = 0; d < nd_; ++d) slots += 2 * geo.kernel[d];
+    scratch_.resize(slots);
+    int64_t* free_slot = scratch_.data();
+    int64_t k_stride = 1;
+    for (int d = nd_ - 1; d >= 0; --d) {
+      k_share_[d] = free_slot;
+      key_share_[d] = free_slot + geo.kernel[d];
+      free_slot += 2 * geo.kernel[d];
+      coord_[d] = -1;  // nothing cached yet (coordinates are >= 0)
+      k_stride_[d] = k_stride;
+      k_stride *= geo.kernel[d];
+      key_stride_[d] = d == nd_ - 1 ? 1 : key_stride_[d + 1] * out_grid.shape[d + 1];
+    }
+    batch_stride_ = key_stride_[0] * out_grid.shape[0];
+  }
+
+  // Moves to the input voxel at coordinates c; returns how many outputs it reaches.
+  int64_t set(const int64_t* c) {
+    int64_t total = 1;
+    for (int d = 0; d < nd_; ++d) {
+      if (c[d] != coord_[d]) list_axis(d, c[d]);
+      total *= count_[d];
+    }
+    return total;
+  }
+
+  // Calls fn(out_key, k) for every output of the voxel last passed to set().
+  template <typename Fn>
+  void for_each(int64_t batch, Fn fn) const {
+    int64_t at[kMaxSpatialDims] = {};
+    while (true) {
+      int64_t k = 0, key = batch * batch_stride_;
+      for (int d = 0; d < nd_; ++d) {
+        k += k_share_[d][at[d]];
+        key += key_share_[d][at[d]];
+      }
+      fn(key, k);
+      int d = nd_ - 1;
+      while (d >= 0 && ++at[d] == count_[d]) at[d--] = 0;
+      if (d < 0) return;
+    }
+  }
+
+ private:
+  void list_axis(int d, int64_t c) {
+    coord_[d] = c;
+    count_[d] = 0;
+    for (int64_t kp = 0; kp < geo_.kernel[d]; ++kp) {
+      const int64_t o = conv_axis_output(geo_, out_grid_, d, c, kp);
       if (o < 0) continue;
-      kpos[d][count[d]] = kp;
-      opos[d][count[d]++] = o;
+      k_share_[d][count_[d]] = kp * k_stride_[d];
+      key_share_[d][count_[d]++] = o * key_stride_[d];
     }
-    if (count[d] == 0) return;
-    at[d] = 0;
   }
-  while (true) {
-    int64_t k = 0;
-    for (int d = 0; d < nd; ++d) {
-      k = k * geo.kernel[d] + kpos[d][at[d]];
-      oc[d] = opos[d][at[d]];
-    }
-    fn(pack_coord(out_grid, batch, oc), k);
-    int d = nd - 1;
-    while (d >= 0 && ++at[d] == count[d]) at[d--] = 0;
-    if (d < 0) return;
-  }
-}
+
+  const ConvGeometry& geo_;
+  const Grid& out_grid_;
+  const int nd_;
+  std::vector<int64_t> scratch_;  // 2 * sum(kernel) slots for the share lists
+  int64_t coord_[kMaxSpatialDims], count_[kMaxSpatialDims];
+  int64_t k_stride_[kMaxSpatialDims], key_stride_[kMaxSpatialDims], batch_stride_;
+  int64_t* k_share_[kMaxSpatialDims];    // kernel position * its stride in k
+  int64_t* key_share_[kMaxSpatialDims];  // output coordinate * its stride in the key
+};
 
 // Every contribution, sorted by output key: counted per fixed chunk of rows,
 // then written at prefix-sum offsets, then sorted (stably). Equal keys differ
@@ -200,25 +298,30 @@ inline void for_each_output(const int32_t* idx, int64_t r, const Grid& in_grid, 
 std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const Grid& in_grid,
                                             const Grid& out_grid, const ConvGeometry& geo) {
   const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
-  int64_t kernel_sum = 0;
-  for (int d = 0; d < geo.ndim; ++d) kernel_sum += geo.kernel[d];
   std::vector<int64_t> offset(chunks + 1, 0);
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
-    std::vector<int64_t> scratch(2 * kernel_sum);
-    for (int64_t c = cb; c < ce; ++c)
-      for (int64_t r = c * kRowGrain; r < std::min(n, (c + 1) * kRowGrain); ++r)
-        for_each_output(idx, r, in_grid, out_grid, geo, scratch, [&](int64_t, int64_t) { ++offset[c + 1]; });
+    OutputReach reach(geo, out_grid);
+    int64_t c[kMaxSpatialDims];
+    for (int64_t ch = cb; ch < ce; ++ch)
+      for (int64_t r = ch * kRowGrain; r < std::min(n, (ch + 1) * kRowGrain); ++r) {
+        read_row(idx, in_grid.ndim, r, c);
+        offset[ch + 1] += reach.set(c);
+      }
   });
-  for (int64_t c = 0; c < chunks; ++c) offset[c + 1] += offset[c];
+  for (int64_t ch = 0; ch < chunks; ++ch) offset[ch + 1] += offset[ch];
   std::vector<OutputPair> pairs(offset[chunks]);
   at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
-    std::vector<int64_t> scratch(2 * kernel_sum);
-    for (int64_t c = cb; c < ce; ++c) {
-      int64_t w = offset[c];
-      for (int64_t r = c * kRowGrain; r < std::min(n, (c + 1) * kRowGrain); ++r)
-        for_each_output(idx, r, in_grid, out_grid, geo, scratch, [&](int64_t key, int64_t k) {
+    OutputReach reach(geo, out_grid);
+    int64_t c[kMaxSpatialDims];
+    for (int64_t ch = cb; ch < ce; ++ch) {
+      int64_t w = offset[ch];
+      for (int64_t r = ch * kRowGrain; r < std::min(n, (ch + 1) * kRowGrain); ++r) {
+        const int64_t batch = read_row(idx, in_grid.ndim, r, c);
+        if (reach.set(c) == 0) continue;
+        reach.for_each(batch, [&](int64_t key, int64_t k) {
           pairs[w++] = {key, static_cast<int32_t>(r), static_cast<int32_t>(k)};
         });
+      }
     }
   });
   radix_sort(pairs, [](const OutputPair& p) { return p.out_key; });
@@ -242,27 +345,27 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
 
   const std::vector<OutputPair> pairs = sorted_output_pairs(idx, n, grid, out_grid, geo);
   const int64_t np = static_cast<int64_t>(pairs.size());
-  // output index of pair p = number of distinct keys before it
-  std::vector<int32_t> out_of(np);
-  int64_t m = 0;
-  for (int64_t p = 0; p < np; ++p) {
-    if (p > 0 && pairs[p].out_key != pairs[p - 1].out_key) ++m;
-    out_of[p] = static_cast<int32_t>(m);
-  }
-  m = np ? m + 1 : 0;
+  // Output o owns the run of pairs [first[o], first[o + 1]) that share its key.
+  std::vector<int64_t> first;
+  for (int64_t p = 0; p < np; ++p)
+    if (p == 0 || pairs[p].out_key != pairs[p - 1].out_key) first.push_back(p);
+  const int64_t m = static_cast<int64_t>(first.size());
+  first.push_back(np);
   check_row_count(m);
 
+  // Each output writes its whole map row (-1, then its pairs) and its
+  // coordinates, so every cell has one writer and nothing is filled twice.
   at::Tensor out_indices = at::empty({m, 1 + grid.ndim}, indices.options());
-  at::Tensor nbr = at::full({m, kvol}, kNoNeighbor, indices.options());
+  at::Tensor nbr = at::empty({m, kvol}, indices.options());
   int32_t* oi = out_indices.data_ptr<int32_t>();
   int32_t* map = nbr.data_ptr<int32_t>();
-  at::parallel_for(0, np, kRowGrain, [&](int64_t b, int64_t e) {
+  at::parallel_for(0, m, kRowGrain, [&](int64_t b, int64_t e) {
     int64_t c[kMaxSpatialDims];
-    for (int64_t p = b; p < e; ++p) {
-      const int64_t o = out_of[p];
-      map[o * kvol + pairs[p].k] = pairs[p].row;  // (o, k) determines the row: one writer per cell
-      if (p > 0 && out_of[p - 1] == o) continue;  // first pair of each output writes its coordinates
-      oi[o * (1 + grid.ndim)] = static_cast<int32_t>(unpack_coord(out_grid, pairs[p].out_key, c));
+    for (int64_t o = b; o < e; ++o) {
+      int32_t* row = map + o * kvol;
+      std::fill(row, row + kvol, kNoNeighbor);
+      for (int64_t p = first[o]; p < first[o + 1]; ++p) row[pairs[p].k] = pairs[p].row;
+      oi[o * (1 + grid.ndim)] = static_cast<int32_t>(unpack_coord(out_grid, pairs[first[o]].out_key, c));
       for (int d = 0; d < grid.ndim; ++d) oi[o * (1 + grid.ndim) + 1 + d] = static_cast<int32_t>(c[d]);
     }
   });

@@ -3,6 +3,7 @@
 // constant, so queries are sorted too and one forward-only pointer finds all
 // matches in O(N) with sequential memory access (no hashing, no cache misses).
 #pragma once
+#include <ATen/Parallel.h>
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -16,27 +17,83 @@ struct KeyRow {
 
 inline bool key_less(const KeyRow& a, const KeyRow& b) { return a.key < b.key; }
 
-// Stable LSD radix sort by a non-negative int64 key, 11 bits per pass, as many
-// passes as the largest key needs (voxel keys of LiDAR grids need 2 or 3). Linear
-// time, and stable, so the result is fully determined by the input order.
+// The parallel passes below split their input into blocks of this size. The
+// split depends only on the input length, never on the thread count, so every
+// result is the same for any number of threads.
+constexpr int64_t kSortBlock = 8192;
+
+inline int64_t sort_blocks(int64_t n) { return (n + kSortBlock - 1) / kSortBlock; }
+
+// Bits in which some key differs from the first one. A radix pass over a digit
+// outside this mask would leave the order unchanged, so it is skipped: voxel
+// keys occupy few bits, and their high bits (batch, leading axes) often agree.
 template <typename T, typename KeyOf>
-void radix_sort(std::vector<T>& v, KeyOf key_of) {
-  constexpr int kBits = 11;
-  constexpr int64_t kBuckets = int64_t(1) << kBits;
-  int64_t max_key = 0;
-  for (const T& x : v) max_key = std::max(max_key, key_of(x));
-  std::vector<T> tmp(v.size());
-  std::vector<int64_t> count(kBuckets);
-  for (int shift = 0; shift < 63 && (max_key >> shift) > 0; shift += kBits) {
-    std::fill(count.begin(), count.end(), 0);
-    for (const T& x : v) ++count[(key_of(x) >> shift) & (kBuckets - 1)];
-    int64_t sum = 0;
-    for (int64_t& c : count) {
-      const int64_t here = c;
-      c = sum;
+uint64_t varying_key_bits(const std::vector<T>& v, KeyOf key_of) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  if (n == 0) return 0;
+  const uint64_t first = static_cast<uint64_t>(key_of(v[0]));
+  std::vector<uint64_t> per_block(sort_blocks(n), 0);
+  at::parallel_for(0, sort_blocks(n), 1, [&](int64_t bb, int64_t be) {
+    for (int64_t blk = bb; blk < be; ++blk) {
+      uint64_t bits = 0;
+      for (int64_t i = blk * kSortBlock; i < std::min(n, (blk + 1) * kSortBlock); ++i)
+        bits |= static_cast<uint64_t>(key_of(v[i])) ^ first;
+      per_block[blk] = bits;
+    }
+  });
+  uint64_t bits = 0;
+  for (uint64_t b : per_block) bits |= b;
+  return bits;
+}
+
+// One stable counting-sort pass of src into dst by the `bits`-wide digit at
+// `shift`. Each block counts its digits; the write positions are laid out
+// digit-major, then block-major, so equal digits keep their input order
+// (stability); then each block scatters its own elements to its own positions.
+template <typename T, typename KeyOf>
+void radix_pass(const std::vector<T>& src, std::vector<T>& dst, int shift, int bits, KeyOf key_of) {
+  const int64_t buckets = int64_t(1) << bits;
+  const uint64_t mask = buckets - 1;
+  const int64_t n = static_cast<int64_t>(src.size()), blocks = sort_blocks(n);
+  auto digit = [&](const T& x) { return (static_cast<uint64_t>(key_of(x)) >> shift) & mask; };
+  std::vector<int64_t> pos(blocks * buckets, 0);  // [block][digit]
+  at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
+    for (int64_t blk = bb; blk < be; ++blk) {
+      int64_t* count = pos.data() + blk * buckets;
+      for (int64_t i = blk * kSortBlock; i < std::min(n, (blk + 1) * kSortBlock); ++i) ++count[digit(src[i])];
+    }
+  });
+  int64_t sum = 0;
+  for (int64_t d = 0; d < buckets; ++d)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t here = pos[blk * buckets + d];
+      pos[blk * buckets + d] = sum;
       sum += here;
     }
-    for (const T& x : v) tmp[count[(key_of(x) >> shift) & (kBuckets - 1)]++] = x;
+  at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
+    for (int64_t blk = bb; blk < be; ++blk) {
+      int64_t* next = pos.data() + blk * buckets;
+      for (int64_t i = blk * kSortBlock; i < std::min(n, (blk + 1) * kSortBlock); ++i) dst[next[digit(src[i])]++] = src[i];
+    }
+  });
+}
+
+// Stable LSD radix sort by a non-negative int64 key. Only the span of bits in
+// which keys differ is sorted (voxel keys occupy few bits, and their high bits
+// -- batch, leading axes -- often agree), in as few passes of at most 12 bits
+// as cover it, with the digit width spread evenly over the passes: a 24-bit span
+// takes 2 passes. Linear time, and stable, so the result is fully determined
+// by the input order.
+template <typename T, typename KeyOf>
+void radix_sort(std::vector<T>& v, KeyOf key_of) {
+  constexpr int kMaxBits = 12;  // 4096 buckets: the counts of a block stay in L1
+  const uint64_t varying = varying_key_bits(v, key_of);
+  if (varying == 0) return;  // all keys equal (or fewer than two)
+  const int low = __builtin_ctzll(varying), span = 64 - __builtin_clzll(varying) - low;
+  const int passes = (span + kMaxBits - 1) / kMaxBits, bits = (span + passes - 1) / passes;
+  std::vector<T> tmp(v.size());
+  for (int shift = low; shift < low + span; shift += bits) {
+    radix_pass(v, tmp, shift, bits, key_of);
     v.swap(tmp);
   }
 }

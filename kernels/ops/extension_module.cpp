@@ -2,7 +2,19 @@
 // static TORCH_LIBRARY registrations of every linked backend.
 #include <torch/extension.h>
 
+namespace mxs {
+const char* gemm_float_isa();  // kernels/cpu/gemm_rows.h
+bool amx_bf16_usable();        // kernels/cpu/gemm_rows_amx.h
+}  // namespace mxs
+
 namespace {
+// Which CPU kernel each dtype's gather_mm runs on this machine (benchmarks and
+// tests report it; float16 is always widened to float32).
+std::map<std::string, std::string> cpu_gemm_kernels() {
+  const std::string f32 = mxs::gemm_float_isa();
+  return {{"float32", f32}, {"float16", f32}, {"bfloat16", mxs::amx_bf16_usable() ? "amx" : f32}};
+}
+
 std::vector<std::string> compiled_backends() {
   std::vector<std::string> b{"cpu"};
 #ifdef MXS_WITH_CUDA
@@ -18,4 +30,5 @@ std::vector<std::string> compiled_backends() {
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "mx_sparse compiled operators (registered as torch.ops.mx_sparse.*)";
   m.def("compiled_backends", &compiled_backends, "Backends compiled into this build");
+  m.def("cpu_gemm_kernels", &cpu_gemm_kernels, "CPU gather_mm kernel per dtype on this machine");
 }
