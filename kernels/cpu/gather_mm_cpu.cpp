@@ -151,6 +151,12 @@ void gather_mm_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* w, con
       });
 }
 
+// bfloat16 layers with at least 16 input channels per group run on AMX; narrower
+// ones (a network's first layer) fill too little of a tile to beat the float path.
+bool use_amx(const at::Tensor& features, const GroupedShape& s) {
+  return features.scalar_type() == at::kBFloat16 && s.cin_g >= 16 && amx_bf16_usable();
+}
+
 at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
                                   const GroupedShape& s) {
   const at::Tensor f = features.contiguous(), w = weight.contiguous(), nbr = nbr_in.contiguous();
@@ -167,7 +173,7 @@ at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& 
 at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
                          const at::Tensor& nbr_t, int64_t groups) {
   const GroupedShape s = check_gather_mm_args(features, weight, nbr_in, nbr_t, groups);
-  if (features.scalar_type() == at::kBFloat16 && amx_bf16_usable()) return gather_mm_bf16_amx_cpu(features, weight, nbr_in, s);
+  if (use_amx(features, s)) return gather_mm_bf16_amx_cpu(features, weight, nbr_in, s);
   const auto acc = accumulate_type(features.scalar_type());
   const at::Tensor f = features.to(acc).contiguous(), w = weight.to(acc).contiguous(), nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0);
@@ -182,40 +188,33 @@ at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, c
 }
 
 // Output rows m that have a neighbor through offset k, ascending, for every k.
-// The map is read row by row in fixed blocks (reading it column by column would
-// stream the whole map once per offset): one pass counts per (block, offset),
-// a second writes each block's rows at its prefix position.
+// The map is compacted column by column within fixed blocks of rows (a block's
+// map tile stays in cache while its columns are read; whole columns would
+// stream the map once per offset), then each offset's pieces are joined in
+// block order.
 std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m, int64_t kvol, int64_t n_in,
                                                   MapRangeCheck& bad) {
   constexpr int64_t kBlock = 2048;
   const int64_t nblocks = (m + kBlock - 1) / kBlock;
-  const int64_t grain = grain_for(nblocks, double(kBlock) * kvol);
-  auto valid = [&](int32_t i) { return i >= 0 && i < n_in; };
-  std::vector<int64_t> pos(nblocks * kvol, 0);  // counts, then start positions
-  at::parallel_for(0, nblocks, grain, [&](int64_t bb, int64_t be) {
-    for (int64_t b = bb; b < be; ++b)
-      for (int64_t r = b * kBlock; r < std::min(m, (b + 1) * kBlock); ++r)
-        for (int64_t k = 0; k < kvol; ++k) {
-          const int32_t i = nbr[r * kvol + k];
-          if (valid(i)) ++pos[b * kvol + k];
-          else if (i != kNoNeighbor) bad.report(r);
-        }
+  std::vector<std::vector<int32_t>> pieces(nblocks * kvol);
+  at::parallel_for(0, nblocks, grain_for(nblocks, double(kBlock) * kvol), [&](int64_t bb, int64_t be) {
+    std::vector<int32_t> in_rows(kBlock + 16), tile_rows(kBlock + 16);
+    for (int64_t b = bb; b < be; ++b) {
+      const int64_t r0 = b * kBlock, rows = std::min(kBlock, m - r0);
+      for (int64_t k = 0; k < kvol; ++k) {
+        const MapColumn col =
+            compact_map_column(nbr + r0 * kvol, rows, kvol, k, n_in, in_rows.data(), tile_rows.data());
+        if (col.bad_row >= 0) bad.report(r0 + col.bad_row);
+        std::vector<int32_t>& piece = pieces[b * kvol + k];
+        piece.resize(col.count);
+        for (int64_t j = 0; j < col.count; ++j) piece[j] = static_cast<int32_t>(r0 + tile_rows[j]);
+      }
+    }
   });
   std::vector<std::vector<int32_t>> rows(kvol);
-  for (int64_t k = 0; k < kvol; ++k) {
-    int64_t total = 0;
-    for (int64_t b = 0; b < nblocks; ++b) {
-      const int64_t count = pos[b * kvol + k];
-      pos[b * kvol + k] = total;
-      total += count;
-    }
-    rows[k].resize(total);
-  }
-  at::parallel_for(0, nblocks, grain, [&](int64_t bb, int64_t be) {
-    for (int64_t b = bb; b < be; ++b)
-      for (int64_t r = b * kBlock; r < std::min(m, (b + 1) * kBlock); ++r)
-        for (int64_t k = 0; k < kvol; ++k)
-          if (valid(nbr[r * kvol + k])) rows[k][pos[b * kvol + k]++] = static_cast<int32_t>(r);
+  at::parallel_for(0, kvol, grain_for(kvol, double(m)), [&](int64_t kb, int64_t ke) {
+    for (int64_t k = kb; k < ke; ++k)
+      for (int64_t b = 0; b < nblocks; ++b) rows[k].insert(rows[k].end(), pieces[b * kvol + k].begin(), pieces[b * kvol + k].end());
   });
   return rows;
 }
@@ -337,7 +336,7 @@ at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::T
   bad.raise_if_bad("nbr", features.size(0));
   const auto acc = accumulate_type(features.scalar_type());
   at::Tensor dw = at::zeros({s.kvol, s.cin_g, cout}, features.options().dtype(acc));
-  if (features.scalar_type() == at::kBFloat16 && groups == 1 && amx_bf16_usable()) {
+  if (use_amx(features, s) && groups == 1) {
     const at::Tensor f = features.contiguous(), g = grad.contiguous();
     backprop_filter_bf16_amx(reinterpret_cast<const uint16_t*>(f.data_ptr<at::BFloat16>()),
                              reinterpret_cast<const uint16_t*>(g.data_ptr<at::BFloat16>()), nbr.data_ptr<int32_t>(), s,
