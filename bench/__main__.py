@@ -57,6 +57,7 @@ def machine_info():
                 flags_avx512=("avx512f" in lscpu.get("Flags", "")), os=platform.platform(),
                 python=platform.python_version(), torch=torch.__version__, spconv=spconv_nets.VERSION,
                 mx_sparse=mx_sparse.__version__, mx_sparse_commit=commit + ("+dirty" if dirty else ""),
+                cpu_gemm_kernels=mx_sparse._C.cpu_gemm_kernels(),
                 numpy=np.__version__, date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 

@@ -277,7 +277,9 @@ def markdown(res: Dict, lang: str = "en", chart: Optional[str] = None) -> str:
          "", f"## {T['machine']}", "",
          f"- CPU: {mach['cpu']}, {mach['logical_cpus']} logical CPUs (AVX-512: {mach['flags_avx512']}); {mach['os']}",
          f"- Python {mach['python']}, torch {mach['torch']}, spconv {mach['spconv']}, numpy {mach['numpy']}",
-         f"- mx_sparse {mach['mx_sparse']} (commit {mach['mx_sparse_commit'] or '?'})",
+         f"- mx_sparse {mach['mx_sparse']} (commit {mach['mx_sparse_commit'] or '?'})"
+         + ("; CPU kernels: " + ", ".join(f"{k} {v}" for k, v in mach["cpu_gemm_kernels"].items())
+            if "cpu_gemm_kernels" in mach else ""),
          f"- {mach['date']}; device: {res.get('device', 'cpu')}; torch threads: {t}; rounds per measurement: up to {res['repeats']} "
          f"(≥ 3, budget {res['budget_s']:.0f} s)",
          f"- {T['load']}: " + " / ".join(f"{x:.2f}" for x in res.get("load_before", []))
