@@ -29,6 +29,11 @@ OPS_SOURCES = [
     ASC / "gather_mm_backprop_filter" / "op_host" / "gather_mm_backprop_filter_tiling.cpp",
     ASC / "subm_map" / "op_kernel" / "subm_map.cpp",
     ASC / "subm_map" / "op_host" / "subm_map_tiling.cpp",
+    HERE / "harness" / "conv_out_keys_harness.cpp",
+    ASC / "conv_out_keys" / "op_kernel" / "conv_out_keys.cpp",
+    ASC / "conv_out_keys" / "op_host" / "conv_out_keys_tiling.cpp",
+    ASC / "unique_sorted_keys" / "op_kernel" / "unique_sorted_keys.cpp",
+    ASC / "unique_sorted_keys" / "op_host" / "unique_sorted_keys_tiling.cpp",
 ]
 
 TILING_SOURCES = [s for s in OPS_SOURCES if "op_host" in str(s)]
@@ -173,27 +178,51 @@ def conv_out_extent(n, k, s, p, d):
     return (span // s) + 1  # python floor division is right for negative spans too
 
 
+def conv_out_keys(binary, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, workdir, env):
+    """Emulated ConvOutKeys: int64 output key of every (kernel offset k, input row n), k-major [K * N];
+    INT64_MAX where the offset reaches no output voxel."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    n, ndim = indices.shape[0], len(spatial_shape)
+    kvol = 1
+    for k in kernel_size:
+        kvol *= k
+    (workdir / "params.txt").write_text(" ".join(str(v) for v in [n, batch_size, ndim, *spatial_shape, *kernel_size,
+                                                                    *stride, *padding, *dilation]) + "\n")
+    (workdir / "indices.bin").write_bytes(_raw(indices.to(torch.int32)))
+    info, _ = run(binary, "conv_out_keys", workdir, env)
+    keys = torch.from_numpy(np.fromfile(workdir / "keys.bin", dtype=np.int64).copy())
+    assert keys.shape[0] == n * kvol
+    return keys, info
+
+
+def unique_sorted_keys(binary, keys, workdir, env):
+    """Emulated UniqueSortedKeys: the distinct non-sentinel keys of a sorted int64 array, in order."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "params.txt").write_text(f"{keys.shape[0]}\n")
+    (workdir / "keys.bin").write_bytes(keys.contiguous().numpy().tobytes())
+    info, _ = run(binary, "unique_keys", workdir, env)
+    ukeys = torch.from_numpy(np.fromfile(workdir / "ukeys.bin", dtype=np.int64).copy())
+    assert ukeys.shape[0] == info["count"]
+    return ukeys, info
+
+
 def conv_map(binary, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, workdir, env):
-    """Emulated strided-conv map. Host part (torch ops; torch_npu on the NPU): every (input, k) output
-    candidate o = (i + p - k*d) / s where exact and in range, unique + sort of the int64 output keys
-    (canonical (batch, *spatial) order), query base keys pack_in(o * s) on the input grid padded by p
-    below and by the kernel reach above, stable sort of the input keys. Device part: the same
-    sorted-key lookup kernel as the submanifold map. Finish: nbr[m, k] = perm[nbrS[m, k]]."""
-    del batch_size
+    """Emulated strided-conv map, step for step as the PrivateUse1 binding: AscendC ConvOutKeys (output
+    key of every (input, k) pair or INT64_MAX) -> torch sort (torch_npu on the NPU) -> AscendC
+    UniqueSortedKeys (canonical (batch, *spatial) output order) -> torch unpacking into coordinates and
+    query base keys pack_in(o * s) on the input grid padded by p below and by the kernel reach above,
+    stable sort of the input keys -> the AscendC lookup kernel of the submanifold map -> finish
+    nbr[m, k] = perm[nbrS[m, k]]. info = the lookup's tiling, with the other two kernels' tilings and
+    results under "cand" (candidate keys) and "unique" (unique keys)."""
+    workdir = Path(workdir)
     ndim = len(spatial_shape)
     out_shape = [conv_out_extent(spatial_shape[d], kernel_size[d], stride[d], padding[d], dilation[d]) for d in range(ndim)]
     idx = indices.to(torch.int64)
-    n = idx.shape[0]
-    # --- output candidates (vectorised torch; the scalar loop of DrivingSDK's index kernel)
-    kp = torch.stack(torch.meshgrid(*[torch.arange(k) for k in kernel_size], indexing="ij"), -1).reshape(-1, ndim)
-    num = idx[:, None, 1:] + torch.tensor(padding) - kp[None] * torch.tensor(dilation)        # [N, K, ndim]
-    st = torch.tensor(stride)
-    o = torch.div(num, st, rounding_mode="floor")
-    ok = ((num >= 0) & (num % st == 0) & (o < torch.tensor(out_shape))).all(-1)
-    okey = idx[:, None, 0].expand(-1, kp.shape[0])
-    for d in range(ndim):
-        okey = okey * out_shape[d] + o[..., d]
-    okey = torch.unique(okey[ok])                                                             # sorted
+    cand, cinfo = conv_out_keys(binary, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
+                                workdir / "cand", env)
+    okey, uinfo = unique_sorted_keys(binary, torch.sort(cand).values, workdir / "unique", env)
     m = okey.shape[0]
     oc = torch.empty(m, ndim + 1, dtype=torch.int64)
     rem = okey.clone()
@@ -214,4 +243,4 @@ def conv_map(binary, indices, spatial_shape, batch_size, kernel_size, stride, pa
     nbrs, info = _lookup(binary, qkey, ckeys, padded, kernel_size, dilation, False, workdir, env)
     perm32 = perm.to(torch.int32)
     nbr = torch.where(nbrs >= 0, perm32[nbrs.clamp(min=0).long()], torch.full_like(nbrs, -1))
-    return oc.to(torch.int32), nbr, info
+    return oc.to(torch.int32), nbr, dict(info, cand=dict(cinfo, keys=cand), unique=dict(uinfo, keys=okey))

@@ -16,15 +16,20 @@ BUILD_SCRIPT = SIM / "cpu_debug_build.sh"
 OUT_DIR = SIM / "build" / "tests"
 
 PROGRAMS = ["fid_datacopy", "fid_vector", "fid_cast", "fid_matmul", "fid_launch", "fid_gather_mm", "bad_kernels",
-            "tu_add"]
+            "tu_add", "scalar_count"]
 # programs built from several translation units (kernel and harness kept apart, CANN style)
-SOURCES = {"tu_add": ["tu_add_kernel.cpp", "tu_add_harness.cpp"]}
+SOURCES = {"tu_add": ["tu_add_kernel.cpp", "tu_add_harness.cpp"],
+           "scalar_count": ["scalar_count_kernel.cpp", "scalar_count_harness.cpp"]}
+# kernel translation units: passed with -k so that their own basic blocks are counted (scalar_blocks)
+KERNEL_TUS = {"tu_add_kernel.cpp", "scalar_count_kernel.cpp"}
 
 
 def build(name: str) -> Path:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / name
-    srcs = [str(HERE / f) for f in SOURCES.get(name, [f"{name}.cpp"])]
+    srcs = []
+    for f in SOURCES.get(name, [f"{name}.cpp"]):
+        srcs += ["-k", str(HERE / f)] if f in KERNEL_TUS else [str(HERE / f)]
     proc = subprocess.run(["bash", str(BUILD_SCRIPT), str(out), *srcs], capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
         raise RuntimeError(f"building {name} failed:\n{proc.stdout}\n{proc.stderr}")

@@ -6,10 +6,15 @@
 // (aclnnXxxGetWorkspaceSize -> workspace allocation -> aclnnXxx on the current NPU stream), with
 // the outputs allocated by ATen beforehand. What an AscendC kernel does not support is checked
 // here before launch, with a clear error:
-//   * groups != 1, K > 125 for the maps, Cin/Cout > 65535, dtypes other than fp32/fp16/bf16.
+//   * K > 125 for the maps, Cin/Cout > 65535 per group, dtypes other than fp32/fp16/bf16.
+// groups > 1 is a composition of our kernels, not a kernel of its own: the AscendC kernels compute
+// one group, so gather_mm / gather_mm_backprop_filter launch once per group on the channel slices
+// (features[:, g*Cin_g : (g+1)*Cin_g], weight[:, :, g*Cout_g : (g+1)*Cout_g], grad[:, g*Cout_g ...])
+// and concatenate the results along the output channels (see per_group below).
 // Host-side parts of the map builders are torch ops on NPU tensors (documented split, see
-// docs/en/ascend.md): int64 key packing, stable sort, output unique (strided conv) and the
-// un-permutation; only the sorted-key lookup runs as the AscendC kernel SubmMap.
+// docs/en/ascend.md): int64 key packing of the input voxels, the sorts, unpacking of the output keys
+// and the un-permutation. AscendC kernels: the sorted-key lookup SubmMap, and for the strided conv
+// the output keys of every (input, offset) pair (ConvOutKeys) and their unique (UniqueSortedKeys).
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -25,6 +30,7 @@ constexpr int64_t kMaxKvolLookup = 125;
 constexpr int64_t kMaxMatmulDim = 65535;
 constexpr int64_t kTile = 64;
 constexpr int64_t kWindowMax = 128;
+constexpr int64_t kMaxKeyCoord = int64_t{1} << 24;  // ConvOutKeys works on coordinates in float-exact range
 
 void check_float(const at::Tensor& t, const char* name) {
   const auto s = t.scalar_type();
@@ -37,9 +43,26 @@ void check_map(const at::Tensor& nbr, const char* name) {
                     nbr.scalar_type(), " ", nbr.sizes());
 }
 
-void check_groups(int64_t groups) {
-  TORCH_CHECK_VALUE(groups == 1, "groups: the Ascend kernels support groups=1 only, got ", groups,
-                    "; run this layer on the CPU backend");
+// Channel slices of one group: [g * width, (g + 1) * width) on dim 1 (features, grad) or 2 (weight).
+struct GroupWidths {
+  int64_t cin, cout;
+};
+
+GroupWidths check_groups(int64_t groups, int64_t cin, int64_t cout) {
+  TORCH_CHECK_VALUE(groups >= 1 && cin % groups == 0 && cout % groups == 0, "groups: ", groups,
+                    " must be >= 1 and divide the input channels (", cin, ") and output channels (", cout, ")");
+  return {cin / groups, cout / groups};
+}
+
+// groups > 1 as a composition of the one-group kernels: one launch per group, results concatenated
+// along cat_dim (the output channels). A single group calls the kernel on the tensors themselves.
+template <typename OneGroup>
+at::Tensor per_group(int64_t groups, int64_t cat_dim, const OneGroup& one_group) {
+  if (groups == 1) return one_group(0);
+  std::vector<at::Tensor> parts;
+  parts.reserve(groups);
+  for (int64_t g = 0; g < groups; ++g) parts.push_back(one_group(g));
+  return at::cat(parts, cat_dim);
 }
 
 // Constant offset tables of the lookup kernel (same as SubmMapAux in op_host).
@@ -97,6 +120,37 @@ at::Tensor pack_keys(const at::Tensor& idx64, const std::vector<int64_t>& shape,
   return key;
 }
 
+// Sorted unique int64 keys of the output voxels of a strided conv (canonical output order):
+// AscendC ConvOutKeys -> at::sort (torch_npu; no AscendC sort: documented split) -> AscendC
+// UniqueSortedKeys. The number of outputs is data dependent, so reading it is one host sync (as in
+// torch.unique).
+at::Tensor conv_output_keys(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
+                            c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                            c10::IntArrayRef dilation) {
+  int64_t kvol = 1;
+  for (auto k : kernel_size) kvol *= k;
+  TORCH_CHECK_VALUE(kvol <= kMaxKvolLookup, "kernel_size: the Ascend map kernels support kernel volumes up to ",
+                    kMaxKvolLookup, " (5x5x5), got ", kvol, "; build this map on the CPU backend");
+  TORCH_CHECK_VALUE(batch_size >= 1 && batch_size <= kMaxKeyCoord, "batch_size: the Ascend strided-conv map supports "
+                    "1 <= batch_size <= 2^24, got ", batch_size);
+  for (size_t d = 0; d < spatial_shape.size(); ++d)
+    TORCH_CHECK_VALUE(spatial_shape[d] + padding[d] < kMaxKeyCoord && (kernel_size[d] - 1) * dilation[d] < kMaxKeyCoord,
+                      "spatial_shape: the Ascend strided-conv map needs extent + padding < 2^24 on every axis; "
+                      "build this map on the CPU backend");
+  TORCH_CHECK_VALUE(indices.size(0) * kvol < INT32_MAX && indices.size(0) < (int64_t{1} << 29),
+                    "indices: the Ascend strided-conv map supports N * kernel volume < 2^31 pairs, got ",
+                    indices.size(0), " x ", kvol);
+  const auto opts64 = indices.options().dtype(at::kLong);
+  if (indices.size(0) == 0) return at::empty({0}, opts64);
+  at::Tensor cand = at::empty({kvol * indices.size(0)}, opts64);
+  EXEC_NPU_CMD(aclnnConvOutKeys, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, cand);
+  const at::Tensor sorted = std::get<0>(at::sort(cand, /*dim=*/0, /*descending=*/false));
+  at::Tensor ukeys = at::empty_like(sorted);
+  at::Tensor count = at::empty({1}, indices.options().dtype(at::kInt));
+  EXEC_NPU_CMD(aclnnUniqueSortedKeys, sorted, ukeys, count);
+  return ukeys.narrow(0, 0, count.item<int32_t>());
+}
+
 }  // namespace
 
 at::Tensor build_subm_map_npu(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
@@ -129,7 +183,6 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_npu(const at::Tensor& indices,
                                                       int64_t batch_size, c10::IntArrayRef kernel_size,
                                                       c10::IntArrayRef stride, c10::IntArrayRef padding,
                                                       c10::IntArrayRef dilation) {
-  (void)batch_size;
   TORCH_CHECK_VALUE(indices.dim() == 2 && indices.scalar_type() == at::kInt &&
                         indices.size(1) == static_cast<int64_t>(spatial_shape.size()) + 1,
                     "indices: expected int32 [N, 1 + ndim], got ", indices.scalar_type(), " ", indices.sizes());
@@ -147,24 +200,8 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_npu(const at::Tensor& indices,
   }
   const auto opts64 = indices.options().dtype(at::kLong);
   const at::Tensor idx = indices.to(at::kLong);
-  int64_t kvol = 1;
-  for (auto k : kernel_size) kvol *= k;
-  // every (input, k) output candidate o = (i + p - kpos*d) / s where exact and in range (vector torch ops)
-  at::Tensor kpos = at::arange(kvol, opts64);
-  std::vector<at::Tensor> kp(nd);
-  for (int64_t d = nd - 1; d >= 0; --d) {
-    kp[d] = kpos.remainder(kernel_size[d]);
-    kpos = kpos.div(kernel_size[d], "floor");
-  }
-  at::Tensor ok = at::ones({idx.size(0), kvol}, indices.options().dtype(at::kBool));
-  at::Tensor okey = idx.select(1, 0).unsqueeze(1).expand({idx.size(0), kvol});
-  for (int64_t d = 0; d < nd; ++d) {
-    const at::Tensor num = idx.select(1, 1 + d).unsqueeze(1) + padding[d] - kp[d].unsqueeze(0) * dilation[d];
-    const at::Tensor o = num.div(stride[d], "floor");
-    ok = ok & num.ge(0) & num.remainder(stride[d]).eq(0) & o.lt(out_shape[d]);
-    okey = okey * out_shape[d] + o;
-  }
-  const at::Tensor okeys = std::get<0>(at::_unique2(okey.masked_select(ok), /*sorted=*/true, false, false));
+  const at::Tensor okeys = conv_output_keys(indices.contiguous(), spatial_shape, batch_size, kernel_size, stride,
+                                            padding, dilation);
   // output coordinates (canonical order) and query base keys pack_in(o * s) on the padded input grid
   at::Tensor oc = at::empty({okeys.size(0), nd + 1}, opts64);
   at::Tensor rem = okeys.clone();
@@ -185,18 +222,12 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_npu(const at::Tensor& indices,
   return {oc.to(at::kInt), nbr};
 }
 
-at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
-                         const at::Tensor& nbr_t, int64_t groups) {
-  (void)nbr_t;
-  check_groups(groups);
-  check_float(features, "features");
-  check_map(nbr, "nbr");
-  TORCH_CHECK_VALUE(weight.scalar_type() == features.scalar_type() && weight.dim() == 3 &&
-                        weight.size(0) == nbr.size(1) && weight.size(1) == features.size(1),
-                    "weight: expected [K, Cin, Cout] of the features' dtype, got ", weight.scalar_type(), " ",
-                    weight.sizes());
+namespace {
+
+// One group (AscendC GatherMm): out[m] = sum_k features[nbr[m, k]] @ weight[k], weight [K, Cin, Cout].
+at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr) {
   TORCH_CHECK_VALUE(features.size(1) <= kMaxMatmulDim && weight.size(2) <= kMaxMatmulDim,
-                    "channels: the Ascend gather_mm supports Cin, Cout <= ", kMaxMatmulDim);
+                    "channels: the Ascend gather_mm supports Cin, Cout <= ", kMaxMatmulDim, " per group");
   at::Tensor out = at::empty({nbr.size(0), weight.size(2)}, features.options());
   if (nbr.size(0) == 0) return out;
   const at::Tensor f = features.contiguous(), w = weight.contiguous(), n = nbr.contiguous();
@@ -204,20 +235,50 @@ at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, c
   return out;
 }
 
-at::Tensor gather_mm_backprop_filter_npu(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr,
-                                         const at::Tensor& nbr_t, int64_t groups) {
-  (void)nbr_t;
-  check_groups(groups);
-  check_float(features, "features");
-  check_map(nbr, "nbr");
-  TORCH_CHECK_VALUE(grad.scalar_type() == features.scalar_type() && grad.dim() == 2 && grad.size(0) == nbr.size(0),
-                    "grad: expected [M, Cout] of the features' dtype, got ", grad.scalar_type(), " ", grad.sizes());
-  TORCH_CHECK_VALUE(grad.size(1) <= kMaxMatmulDim, "channels: the Ascend kernel supports Cout <= ", kMaxMatmulDim);
+// One group (AscendC GatherMmBackpropFilter): dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m].
+at::Tensor backprop_filter_one_group(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr) {
+  TORCH_CHECK_VALUE(grad.size(1) <= kMaxMatmulDim, "channels: the Ascend kernel supports Cout <= ", kMaxMatmulDim,
+                    " per group");
   at::Tensor dw = at::empty({nbr.size(1), features.size(1), grad.size(1)}, features.options());
   if (nbr.size(0) == 0) return dw.zero_();
   const at::Tensor f = features.contiguous(), g = grad.contiguous(), n = nbr.contiguous();
   EXEC_NPU_CMD(aclnnGatherMmBackpropFilter, f, g, n, dw);
   return dw;
+}
+
+}  // namespace
+
+at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
+                         const at::Tensor& nbr_t, int64_t groups) {
+  (void)nbr_t;
+  check_float(features, "features");
+  check_map(nbr, "nbr");
+  TORCH_CHECK_VALUE(weight.scalar_type() == features.scalar_type() && weight.dim() == 3 &&
+                        weight.size(0) == nbr.size(1),
+                    "weight: expected [K, Cin/groups, Cout] of the features' dtype, got ", weight.scalar_type(), " ",
+                    weight.sizes());
+  const GroupWidths gw = check_groups(groups, features.size(1), weight.size(2));
+  TORCH_CHECK_VALUE(weight.size(1) == gw.cin, "weight: expected Cin/groups = ", gw.cin,
+                    " input channels per group, got ", weight.sizes());
+  // group g: features[:, g*Cin_g : (g+1)*Cin_g] and weight[:, :, g*Cout_g : (g+1)*Cout_g] -> out[:, g*Cout_g ...]
+  return per_group(groups, /*cat_dim=*/1, [&](int64_t g) {
+    return gather_mm_one_group(features.narrow(1, g * gw.cin, gw.cin), weight.narrow(2, g * gw.cout, gw.cout), nbr);
+  });
+}
+
+at::Tensor gather_mm_backprop_filter_npu(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr,
+                                         const at::Tensor& nbr_t, int64_t groups) {
+  (void)nbr_t;
+  check_float(features, "features");
+  check_map(nbr, "nbr");
+  TORCH_CHECK_VALUE(grad.scalar_type() == features.scalar_type() && grad.dim() == 2 && grad.size(0) == nbr.size(0),
+                    "grad: expected [M, Cout] of the features' dtype, got ", grad.scalar_type(), " ", grad.sizes());
+  const GroupWidths gw = check_groups(groups, features.size(1), grad.size(1));
+  // group g: features[:, g*Cin_g ...] and grad[:, g*Cout_g ...] -> dW[:, :, g*Cout_g ...] of dW [K, Cin_g, Cout]
+  return per_group(groups, /*cat_dim=*/2, [&](int64_t g) {
+    return backprop_filter_one_group(features.narrow(1, g * gw.cin, gw.cin), grad.narrow(1, g * gw.cout, gw.cout),
+                                     nbr);
+  });
 }
 
 }  // namespace mxs_npu

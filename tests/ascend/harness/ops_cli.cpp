@@ -3,6 +3,7 @@
 //                              writes out.bin
 //   ops_cli bpf         DIR   same params; reads feat.bin grad.bin nbr.bin, writes dw.bin
 //   ops_cli subm_map    DIR   see subm_map section
+//   ops_cli conv_out_keys / unique_keys DIR   see conv_out_keys_harness.cpp
 // Prints one JSON line with the tiling decisions (incl. UB bytes) to stdout. Core counts come
 // from the platform the emulator reports (ASCEND_SIM_SOC / ASCEND_SIM_AIC_NUM), exactly as the
 // CANN glue reads PlatformAscendC.
@@ -18,6 +19,8 @@
 extern "C" __global__ __aicore__ void gather_mm(GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR);
 extern "C" __global__ __aicore__ void gather_mm_backprop_filter(GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR, GM_ADDR);
 int run_subm_map(const std::string& dir);
+int run_conv_out_keys(const std::string& dir);
+int run_unique_keys(const std::string& dir);
 
 namespace {
 
@@ -111,11 +114,13 @@ int runGatherMm(const std::string& dir, bool bpf) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 3) { fprintf(stderr, "usage: ops_cli gather_mm|bpf|subm_map DIR\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: ops_cli gather_mm|bpf|subm_map|conv_out_keys|unique_keys DIR\n"); return 2; }
     std::string op = argv[1], dir = argv[2];
     if (op == "gather_mm") return runGatherMm(dir, false);
     if (op == "bpf") return runGatherMm(dir, true);
     if (op == "subm_map") return run_subm_map(dir);
+    if (op == "conv_out_keys") return run_conv_out_keys(dir);
+    if (op == "unique_keys") return run_unique_keys(dir);
     fprintf(stderr, "unknown op %s\n", op.c_str());
     return 2;
 }

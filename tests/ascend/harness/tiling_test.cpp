@@ -8,10 +8,13 @@
 #include "gather_mm/op_host/gather_mm_tiling.h"
 #include "gather_mm_backprop_filter/op_host/gather_mm_backprop_filter_tiling.h"
 #include "subm_map/op_host/subm_map_tiling.h"
+#include "conv_out_keys/op_host/conv_out_keys_tiling.h"
+#include "unique_sorted_keys/op_host/unique_sorted_keys_tiling.h"
 
 using namespace mxs_ascend;
 static long g_checks = 0;
 static int64_t g_maxUb[3] = {0, 0, 0};
+static int64_t g_maxUbKeys[2] = {0, 0};  // conv_out_keys, unique_sorted_keys
 #define REQUIRE(cond, ...)                                                   \
     do {                                                                     \
         ++g_checks;                                                          \
@@ -32,6 +35,68 @@ static void checkCoverage(int64_t items, int64_t workers) {
         mn = std::min(mn, r.end - r.begin); mx = std::max(mx, r.end - r.begin);
     }
     REQUIRE(next == items && mx - mn <= 1, "items %lld workers %lld", (long long)items, (long long)workers);
+}
+
+// ConvOutKeys and UniqueSortedKeys over platforms, row counts, kernel shapes up to K = 125 and
+// grids whose keys stay below 2^32 or need the high word; the byte constants must rebuild the
+// row-major strides exactly.
+static void checkKeyKernels(const AscendPlatform (&plats)[4], const int64_t (&rows)[8]) {
+    const int64_t grids[][4] = {{41, 1600, 1408, 1}, {1024, 2048, 1536, 1}, {900, 90000, 90000, 3}, {8000000, 8000000, 30000, 3}};
+    const int64_t kernels[][3] = {{1, 1, 1}, {2, 2, 2}, {3, 3, 3}, {5, 5, 5}, {3, 1, 5}};
+    for (const auto& p : plats)
+        for (int64_t N : rows)
+            for (const auto& g : grids)
+                for (const auto& k : kernels) {
+                    ConvOutKeysShape s;
+                    s.numVoxels = N; s.batchSize = g[3];
+                    int64_t kvol = 1;
+                    for (int d = 0; d < 3; ++d) {
+                        s.spatial[d] = g[d]; s.kernel[d] = k[d]; s.stride[d] = 2; s.padding[d] = k[d] / 2;
+                        kvol *= k[d];
+                    }
+                    ConvOutKeysTilingData t;
+                    const int32_t st = ConvOutKeysTiling(s, p, t);
+                    if (N * kvol >= (1ll << 31) - 1) { REQUIRE(st == TILING_BAD_SHAPE, "cok pairs"); continue; }
+                    REQUIRE(st == TILING_OK, "cok N %lld K %lld grid %lld", (long long)N, (long long)kvol, (long long)g[0]);
+                    REQUIRE(t.ubBytes == ConvOutKeysUbBytes(t, t.tileRows, t.kGroup) && t.ubBytes <= (int64_t)p.ubSize, "cok ub");
+                    g_maxUbKeys[0] = std::max<int64_t>(g_maxUbKeys[0], t.ubBytes);
+                    REQUIRE(t.tileRows % 64 == 0 && t.tileRows <= kCokMaxTile && t.kGroup >= 1 && t.kGroup <= std::min(t.kvol, kCokMaxGroup), "cok T/G");
+                    REQUIRE(t.numTiles == (N + t.tileRows - 1) / t.tileRows && t.usedAiv <= (int32_t)p.aivNum, "cok tiles");
+                    REQUIRE(N == 0 ? t.usedAiv == 0 : t.usedAiv >= 1, "cok used");
+                    if (t.usedAiv > 0) checkCoverage(t.numTiles, t.usedAiv);
+                    // rebuild S_t from the per-byte constants: 256^i * S_t == A * 2^32 + B
+                    unsigned __int128 S = 1;
+                    for (int term = 3; term >= 0; --term) {
+                        REQUIRE(t.loMul[term] == (int32_t)(uint32_t)(uint64_t)S, "cok loMul");
+                        for (int i = 0; i < t.xBytes[term]; ++i) {
+                            uint64_t B = 0;
+                            for (int j = 0; j < 4; ++j) B |= (uint64_t)t.lowByte[term][i][j] << (8 * j);
+                            REQUIRE(((unsigned __int128)(uint32_t)t.hiMul[term][i] << 32) + B == (S << (8 * i)), "cok bytes");
+                        }
+                        S *= term > 0 ? (unsigned __int128)t.outShape[term - 1] : 1;
+                    }
+                    REQUIRE(t.wide == (S * (unsigned __int128)g[3] > ((unsigned __int128)1 << 32) ? 1 : 0), "cok wide");
+                }
+    for (const auto& p : plats)
+        for (int64_t C : {0ll, 1ll, 63ll, 64ll, 1000ll, 123457ll, 5000000ll, 54000000ll}) {
+            UniqueSortedKeysTilingData t;
+            REQUIRE(UniqueSortedKeysTiling(C, p, t) == TILING_OK, "usk C %lld", (long long)C);
+            REQUIRE(t.ubBytes == UniqueSortedKeysUbBytes(t.tileKeys, t.usedAiv) && t.ubBytes <= (int64_t)p.ubSize, "usk ub");
+            g_maxUbKeys[1] = std::max<int64_t>(g_maxUbKeys[1], UniqueSortedKeysUbBytes(t.tileKeys, p.aivNum));
+            REQUIRE(t.tileKeys % 64 == 0 && t.tileKeys <= kUskMaxTile && t.numTiles == (C + t.tileKeys - 1) / t.tileKeys, "usk T");
+            REQUIRE(t.usedAiv <= (int32_t)p.aivNum && (C == 0 ? t.usedAiv == 0 : t.usedAiv >= 1), "usk used");
+            REQUIRE(t.countOffset >= C * 8 && t.countOffset % 32 == 0, "usk count slots");
+            REQUIRE(UniqueSortedKeysWorkspaceBytes(t) >= kSysWorkspace + (uint64_t)t.countOffset + 32ull * t.usedAiv, "usk ws");
+            if (t.usedAiv > 0) checkCoverage(t.numTiles, t.usedAiv);
+        }
+    UniqueSortedKeysTilingData u;
+    REQUIRE(UniqueSortedKeysTiling(1ll << 31, plats[0], u) == TILING_BAD_SHAPE, "usk C >= 2^31");
+    ConvOutKeysShape bad;
+    bad.numVoxels = 10; bad.spatial[0] = 1ll << 24;  // coordinate range beyond float-exact
+    ConvOutKeysTilingData t;
+    REQUIRE(ConvOutKeysTiling(bad, plats[0], t) == TILING_BAD_SHAPE, "cok 2^24");
+    bad.spatial[0] = 1ll << 20; bad.spatial[1] = 1ll << 20; bad.spatial[2] = 1ll << 20; bad.batchSize = 1ll << 4;
+    REQUIRE(ConvOutKeysTiling(bad, plats[0], t) == TILING_BAD_SHAPE, "cok key volume >= INT64_MAX");
 }
 
 int main() {
@@ -148,8 +213,10 @@ int main() {
         SubmMapTilingData st;
         REQUIRE(SubmMapTiling(ss, plats[0], st) == TILING_BAD_SHAPE, "K 343");
     }
-    printf("peak UB over all shapes: gather_mm %lld, gather_mm_backprop_filter %lld, subm_map %lld bytes (of 196608)\n",
-           (long long)g_maxUb[0], (long long)g_maxUb[1], (long long)g_maxUb[2]);
+    checkKeyKernels(plats, rows);
+    printf("peak UB over all shapes: gather_mm %lld, gather_mm_backprop_filter %lld, subm_map %lld, conv_out_keys %lld, "
+           "unique_sorted_keys %lld bytes (of 196608)\n", (long long)g_maxUb[0], (long long)g_maxUb[1],
+           (long long)g_maxUb[2], (long long)g_maxUbKeys[0], (long long)g_maxUbKeys[1]);
     printf("tiling_test: %ld combinations, %ld checks OK\n", combos, g_checks);
     return 0;
 }

@@ -98,12 +98,13 @@ void writeStats(const char* name, int64_t blockDim, bool mix) {
         return fmt("\"gm_to_ub_bytes\": %llu, \"ub_to_gm_bytes\": %llu, \"ub_to_ub_bytes\": %llu, \"dma_calls\": %llu, "
                    "\"vector_instr\": %llu, \"vector_elems\": %llu, \"cube_flops\": %llu, \"matmul_calls\": %llu, "
                    "\"scalar_gm_get\": %llu, \"scalar_gm_set\": %llu, \"scalar_ub_get\": %llu, \"scalar_ub_set\": %llu, "
-                   "\"atomic_bytes\": %llu, \"sync_all\": %llu",
+                   "\"atomic_bytes\": %llu, \"sync_all\": %llu, \"scalar_blocks\": %llu",
                    (unsigned long long)s.gmToUbBytes, (unsigned long long)s.ubToGmBytes, (unsigned long long)s.ubToUbBytes,
                    (unsigned long long)s.dmaCalls, (unsigned long long)s.vecInstr, (unsigned long long)s.vecElems,
                    (unsigned long long)s.cubeFlops, (unsigned long long)s.matmulCalls, (unsigned long long)s.scalarGmGet,
                    (unsigned long long)s.scalarGmSet, (unsigned long long)s.scalarUbGet, (unsigned long long)s.scalarUbSet,
-                   (unsigned long long)s.atomicBytes, (unsigned long long)s.syncAll);
+                   (unsigned long long)s.atomicBytes, (unsigned long long)s.syncAll,
+                   (unsigned long long)s.scalarBlocks);
     };
     std::string cores;
     for (auto& cp : g_launch->cores) {
@@ -113,6 +114,7 @@ void writeStats(const char* name, int64_t blockDim, bool mix) {
         tot.matmulCalls += s.matmulCalls; tot.scalarGmGet += s.scalarGmGet; tot.scalarGmSet += s.scalarGmSet;
         tot.scalarUbGet += s.scalarUbGet; tot.scalarUbSet += s.scalarUbSet; tot.atomicBytes += s.atomicBytes;
         tot.syncAll += s.syncAll;
+        tot.scalarBlocks += s.scalarBlocks;
         if (!cores.empty()) cores += ", ";
         cores += fmt("{\"core\": %lld, ", (long long)cp->blockIdx) + row(s) + "}";
     }
@@ -221,7 +223,9 @@ void launch(const char* name, int64_t blockDim, const std::function<void()>& bod
             CoreContext* c = L.cores[order[j]].get();
             threads.emplace_back([c, &body, &L] {
                 t_ctx = c;
+                scalarCountBind(&c->stats.scalarBlocks);
                 body();
+                scalarCountBind(nullptr);
                 coreExitChecks(*c);
                 {
                     std::lock_guard<std::mutex> lk(L.m);

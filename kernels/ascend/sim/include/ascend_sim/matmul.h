@@ -43,6 +43,21 @@ namespace simdetail {
 
 struct MatmulRows { uintptr_t base; uint64_t rows, pitchBytes, rowBytes; };
 
+// [rows][K] panel in the accumulation type of the operand element (r, k) =
+// p[trans ? k * pitch + r : r * pitch + k]: each element is converted once, not once per
+// multiply-add (fp16/bf16/fp32 -> float, int8 -> int32).
+template <typename AccT, typename SrcT>
+inline std::vector<AccT> matmulPanel(const SrcT* p, int64_t rows, int64_t K, bool trans, int64_t pitch) {
+    std::vector<AccT> out(static_cast<size_t>(rows * K));
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < K; ++k) {
+            const SrcT v = trans ? p[k * pitch + r] : p[r * pitch + k];
+            if constexpr (std::is_same<AccT, int32_t>::value) out[r * K + k] = static_cast<int32_t>(v);
+            else out[r * K + k] = static_cast<float>(v);
+        }
+    return out;
+}
+
 inline void gmRowsAccess(const MatmulRows& r, AscendSim::GmAccess kind, const char* api) {
     for (uint64_t i = 0; i < r.rows; ++i)
         AscendSim::gmCheckAccess(reinterpret_cast<const void*>(r.base + i * r.pitchBytes), r.rowBytes, kind, api);
@@ -199,21 +214,16 @@ private:
     simdetail::MatmulRows rowsC(const Job& j) const {
         return {reinterpret_cast<uintptr_t>(j.c), (uint64_t)j.M, j.orgN * sizeof(DstT), j.N * sizeof(DstT)};
     }
-    static AccT accOf(SrcT v) {
-        if constexpr (std::is_same<AccT, int32_t>::value) return static_cast<int32_t>(v);
-        else return static_cast<float>(v);
-    }
     void compute(const Job& j) {
-        std::vector<DstT> out(j.N);
+        const auto a = simdetail::matmulPanel<AccT>(j.a, j.M, j.K, j.transA, j.transA ? j.orgM : j.orgKa);
+        const auto bt = simdetail::matmulPanel<AccT>(j.b, j.N, j.K, !j.transB, j.transB ? j.orgKb : j.orgN);
         if (j.atomic) AscendSim::atomicLock();
         for (int64_t m = 0; m < j.M; ++m) {
             for (int64_t n = 0; n < j.N; ++n) {
+                const AccT* ar = a.data() + m * j.K;
+                const AccT* br = bt.data() + n * j.K;
                 AccT acc = 0;
-                for (int64_t k = 0; k < j.K; ++k) {
-                    SrcT av = j.transA ? j.a[k * j.orgM + m] : j.a[m * j.orgKa + k];
-                    SrcT bv = j.transB ? j.b[n * j.orgKb + k] : j.b[k * j.orgN + n];
-                    acc += accOf(av) * accOf(bv);
-                }
+                for (int64_t k = 0; k < j.K; ++k) acc += ar[k] * br[k];
                 if (j.bias) acc += static_cast<AccT>(static_cast<float>(j.bias[n]));
                 DstT r = AscendSim::fromLD<DstT>(static_cast<AscendSim::LD>(acc));
                 DstT* cp = j.c + m * j.orgN + n;

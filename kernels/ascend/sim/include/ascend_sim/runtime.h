@@ -40,7 +40,15 @@ struct CoreStats {
     uint64_t cubeFlops = 0, matmulCalls = 0;
     uint64_t scalarGmGet = 0, scalarGmSet = 0, scalarUbGet = 0, scalarUbSet = 0;
     uint64_t atomicBytes = 0, syncAll = 0;
+    // Basic blocks executed by the kernel's own code (its scalar control flow); see src/scalar_count.cpp.
+    uint64_t scalarBlocks = 0;
 };
+
+// ---------------- scalar-unit block counting (src/scalar_count.cpp) ----------------
+// Kernel translation units are built with a callback at the start of every basic block that
+// begins in the kernel's own source (cpu_debug_build.sh); the launch binds the running core's
+// counter around the kernel body (nullptr = not counting).
+void scalarCountBind(uint64_t* counter);
 
 // ---------------- GM access log for the cross-core race check (rule E20) ----------------
 enum class GmAccess : uint8_t { Read = 0, Write = 1, AtomicWrite = 2 };

@@ -1,0 +1,309 @@
+// Strided-conv output keys (AscendC, Atlas A2, vector-only kernel).
+//
+// Input: indices int32 [N, 1 + nd] = (batch, coords). Output: keys int64 [K, N], k-major: the packed
+// key (kernels/common/coord_pack.h on the output grid) of the output voxel that input row n feeds
+// through kernel offset k, or INT64_MAX when that offset reaches no output voxel, so that invalid
+// pairs sort last. The candidate order does not matter: the next steps sort and unique the keys.
+//
+// Per tile of T input rows (T lanes; all of this is T-wide vector work, no per-voxel scalar code):
+//  1. one DMA of the rows, one Gather per column -> batch and coordinate vectors;
+//  2. per axis d and kernel position kp (sum(kernel) of them, not K): num = c + p - kp*dil,
+//     o = floor(num / s) from a float estimate corrected once by the exact int32 remainder,
+//     valid = (num mod s == 0) and 0 <= o < out[d]; then the axis' "term" of the key words:
+//     valid flag, low word o * S mod 2^32 and, for keys that may reach 2^32, the byte columns and
+//     the high-word part (see conv_out_keys_tiling_data.h for the arithmetic);
+//  3. the K offsets are walked as a row-major odometer over the axes; running sums of the terms
+//     are refreshed only for the axes whose position changed, so an offset costs one Mul and one
+//     Add over the term vectors, plus the float-exact carry chain of the high word for wide keys;
+//     invalid lanes become the sentinel;
+//  4. one Gather per offset interleaves the (lo, hi) words into int64 keys; G offsets leave with one
+//     strided DMA from a double-buffered VECOUT queue.
+// Scalar work: the eight Iota seeds of the constant tables per core, nothing per voxel or offset.
+#include "kernel_operator.h"
+#include "../op_host/conv_out_keys_tiling_data.h"
+#include "../../common/op_kernel/key_vec.h"
+
+using namespace AscendC;
+using namespace mxs_kernel;
+
+namespace {
+
+// slots of one term (T lanes each)
+constexpr int32_t V_VALID = 0;  // 1 where this axis position reaches an output
+constexpr int32_t V_LO = 1;     // low key word
+constexpr int32_t V_COL = 2;    // byte columns 0..3 of the low part (wide keys)
+constexpr int32_t V_HI = 6;     // high-word part without the carry (wide keys)
+constexpr int32_t SCRATCH = 8;
+constexpr float INV256 = 1.0f / 256.0f;
+
+class ConvOutKeysKernel {
+public:
+    __aicore__ inline void Run(GM_ADDR indices, GM_ADDR keys, const ConvOutKeysTilingData& t) {
+        t_ = t;
+        const int64_t core = GetBlockIdx();
+        if (core >= t_.usedAiv) return;
+        const int64_t base = t_.numTiles / t_.usedAiv, extra = t_.numTiles % t_.usedAiv;
+        const int64_t tile0 = core * base + (core < extra ? core : extra);
+        const int64_t nt = base + (core < extra ? 1 : 0);
+        T_ = t_.tileRows;
+        nd_ = t_.ndim;
+        V_ = t_.wide ? 7 : 2;
+        for (int32_t d = 0, off = 1; d < nd_; off += t_.kernel[d], ++d) termOff_[d] = off;
+        idxGm_.SetGlobalBuffer((__gm__ int32_t*)indices, (uint64_t)t_.numVoxels * (nd_ + 1));
+        keysGm_.SetGlobalBuffer((__gm__ int32_t*)keys, (uint64_t)t_.numVoxels * t_.kvol * 2);
+        InitBuffers();
+        BuildTables();
+        for (int64_t tl = tile0; tl < tile0 + nt; ++tl) Tile(tl);
+    }
+
+private:
+    // same order and sizes as ConvOutKeysUbBytes
+    __aicore__ inline void InitBuffers() {
+        const uint32_t B = (uint32_t)T_ * 4, cols = (uint32_t)nd_ + 1;
+        pipe_.InitBuffer(inQ_, 1, (T_ * cols * 4 + 31) / 32 * 32);
+        pipe_.InitBuffer(tabB_, 3 * B);
+        pipe_.InitBuffer(colB_, cols * B);
+        pipe_.InitBuffer(scrB_, SCRATCH * B);
+        pipe_.InitBuffer(termB_, (uint32_t)(1 + t_.kernelSum) * V_ * B);
+        pipe_.InitBuffer(levelB_, (uint32_t)nd_ * V_ * B);
+        pipe_.InitBuffer(lohiB_, 2 * B);
+        pipe_.InitBuffer(outQ_, 2, (uint32_t)t_.kGroup * 2 * B);
+        lohi_ = lohiB_.Get<int32_t>();
+    }
+    // rowOff[r] = byte offset of row r's first column; ilv = (lo, hi) -> int64 interleave offsets
+    __aicore__ inline void BuildTables() {
+        LocalTensor<int32_t> tab = tabB_.Get<int32_t>();
+        InterleaveOffsets(tab[T_], Scr(0), T_);
+        Muls(tab, Scr(0), (nd_ + 1) * 4, T_);  // Scr(0) holds 0..2T-1
+        rowOff_ = tab.ReinterpretCast<uint32_t>();
+        ilv_ = tab[T_].ReinterpretCast<uint32_t>();
+    }
+
+    __aicore__ inline LocalTensor<int32_t> Scr(int32_t i) { return scrB_.Get<int32_t>()[i * T_]; }
+    __aicore__ inline LocalTensor<int32_t> Col(int32_t c) { return colB_.Get<int32_t>()[c * T_]; }
+    __aicore__ inline LocalTensor<int32_t> Term(int32_t i) { return termB_.Get<int32_t>()[i * V_ * T_]; }
+    __aicore__ inline LocalTensor<int32_t> Slot(const LocalTensor<int32_t>& term, int32_t v) { return term[v * T_]; }
+    // level 0 is the batch term; level l >= 1 = level l-1 combined with axis l-1's current term
+    __aicore__ inline LocalTensor<int32_t> Level(int32_t l) {
+        return l == 0 ? Term(0) : levelB_.Get<int32_t>()[(l - 1) * V_ * T_];
+    }
+
+    __aicore__ inline void Tile(int64_t tl) {
+        const int64_t n0 = tl * T_;
+        const int32_t q = (int32_t)((t_.numVoxels - n0) < T_ ? (t_.numVoxels - n0) : T_);
+        LoadColumns(n0, q);
+        Duplicate(Slot(Term(0), V_VALID), 1, T_);  // every row has a batch index
+        KeyWords(Term(0), Col(0), 0);
+        for (int32_t d = 0; d < nd_; ++d)
+            for (int32_t kp = 0; kp < t_.kernel[d]; ++kp) AxisTerm(d, kp, Term(termOff_[d] + kp));
+        EmitOffsets(n0, q);
+    }
+
+    // rows [n0, n0 + q) -> Col(0) = batch, Col(1 + d) = coordinate d (lanes >= q: don't care)
+    __aicore__ inline void LoadColumns(int64_t n0, int32_t q) {
+        const int32_t cols = nd_ + 1;
+        LocalTensor<int32_t> raw = inQ_.AllocTensor<int32_t>();
+        DataCopyPad(raw, idxGm_[n0 * cols], DataCopyExtParams(1, (uint32_t)(q * cols * 4), 0, 0, 0),
+                    DataCopyPadExtParams<int32_t>(false, 0, 0, 0));
+        inQ_.EnQue(raw);
+        raw = inQ_.DeQue<int32_t>();
+        for (int32_t c = 0; c < cols; ++c) Gather(Col(c), raw, rowOff_, (uint32_t)(c * 4), (uint32_t)T_);
+        inQ_.FreeTensor(raw);
+    }
+
+    // term of axis d at kernel position kp: o = (c + p - kp*dil) / s where exact and in range
+    __aicore__ inline void AxisTerm(int32_t d, int32_t kp, const LocalTensor<int32_t>& term) {
+        LocalTensor<int32_t> num = Scr(0);
+        LocalTensor<int32_t> valid = Slot(term, V_VALID);
+        Adds(num, Col(1 + d), t_.padding[d] - kp * t_.dilation[d], T_);
+        LocalTensor<int32_t> o = num;
+        if (t_.stride[d] == 1) {
+            Duplicate(valid, 1, T_);
+        } else {
+            o = Scr(1);
+            FloorDivExact(o, valid, num, d);
+        }
+        InRange(valid, o, t_.outShape[d]);
+        Mul(o, o, valid, T_);  // invalid lanes contribute 0, so their bytes stay in range
+        KeyWords(term, o, 1 + d);
+    }
+
+    // o = floor(num / s), divisible = (num mod s == 0). For |num| < 2^24 the float estimate
+    // num * float(1/s) is off by at most one: one too small for exact multiples when float(1/s)
+    // rounds down (s = 41: 41 * float(1/41) < 1), one too large for some non-multiples above 2^23
+    // (s = 3). One exact int32 remainder correction in each direction makes o and r exact, whatever
+    // the rounding of the hardware's Muls and Cast.
+    __aicore__ inline void FloorDivExact(const LocalTensor<int32_t>& o, const LocalTensor<int32_t>& divisible,
+                                         const LocalTensor<int32_t>& num, int32_t d) {
+        const int32_t s = t_.stride[d];
+        LocalTensor<int32_t> r = Scr(2), step = Scr(3);
+        LocalTensor<float> f = Scr(7).ReinterpretCast<float>();
+        Cast(f, num, RoundMode::CAST_NONE, T_);
+        Muls(f, f, t_.invStride[d], T_);
+        Cast(o, f, RoundMode::CAST_FLOOR, T_);
+        Muls(r, o, s, T_);
+        Sub(r, num, r, T_);  // r = num - o*s
+        Adds(step, r, 1 - s, T_);
+        Positive(step, step, T_);  // r >= s: quotient one too small
+        Add(o, o, step, T_);
+        Muls(step, step, s, T_);
+        Sub(r, r, step, T_);
+        Mins(step, r, 0, T_);
+        Maxs(step, step, -1, T_);  // r < 0: quotient one too large
+        Add(o, o, step, T_);
+        Muls(step, step, s, T_);
+        Sub(r, r, step, T_);       // now 0 <= r < s
+        Mins(divisible, r, 1, T_);
+        Muls(divisible, divisible, -1, T_);
+        Adds(divisible, divisible, 1, T_);
+    }
+
+    // valid *= (0 <= o < extent)
+    __aicore__ inline void InRange(const LocalTensor<int32_t>& valid, const LocalTensor<int32_t>& o, int32_t extent) {
+        LocalTensor<int32_t> tmp = Scr(3);
+        Adds(tmp, o, 1, T_);
+        Positive(tmp, tmp, T_);
+        Mul(valid, valid, tmp, T_);
+        Muls(tmp, o, -1, T_);
+        Adds(tmp, tmp, extent, T_);
+        Positive(tmp, tmp, T_);
+        Mul(valid, valid, tmp, T_);
+    }
+
+    // key-word contributions of x (0 <= x < 2^24) as term `ti` (0 = batch, 1 + d = axis d)
+    __aicore__ inline void KeyWords(const LocalTensor<int32_t>& term, const LocalTensor<int32_t>& x, int32_t ti) {
+        Muls(Slot(term, V_LO), x, t_.loMul[ti], T_);  // wrapping int32 product = exact low word
+        if (!t_.wide) return;
+        LocalTensor<int32_t> b[3] = {Scr(4), Scr(5), Scr(6)};
+        const int32_t nb = t_.xBytes[ti];
+        SplitBytes(x, nb, b);
+        for (int32_t j = 0; j < 4; ++j) {
+            const int32_t w[3] = {t_.lowByte[ti][0][j], t_.lowByte[ti][1][j], t_.lowByte[ti][2][j]};
+            WeightedSum(Slot(term, V_COL + j), b, nb, w);
+        }
+        WeightedSum(Slot(term, V_HI), b, nb, t_.hiMul[ti]);
+    }
+
+    // b[i] = byte i of x (x < 2^24: float-exact, and scaling by 1/256 is exact)
+    __aicore__ inline void SplitBytes(const LocalTensor<int32_t>& x, int32_t nb, LocalTensor<int32_t>* b) {
+        if (nb == 1) {
+            b[0] = x;
+            return;
+        }
+        LocalTensor<int32_t> tmp = Scr(3);
+        LocalTensor<float> f = Scr(7).ReinterpretCast<float>();
+        Cast(f, x, RoundMode::CAST_NONE, T_);
+        Muls(f, f, INV256, T_);
+        Cast(b[1], f, RoundMode::CAST_FLOOR, T_);
+        Muls(tmp, b[1], 256, T_);
+        Sub(b[0], x, tmp, T_);
+        if (nb == 3) {
+            Cast(f, b[1], RoundMode::CAST_NONE, T_);
+            Muls(f, f, INV256, T_);
+            Cast(b[2], f, RoundMode::CAST_FLOOR, T_);
+            Muls(tmp, b[2], 256, T_);
+            Sub(b[1], b[1], tmp, T_);
+        }
+    }
+
+    // dst = sum_i b[i] * w[i]
+    __aicore__ inline void WeightedSum(const LocalTensor<int32_t>& dst, const LocalTensor<int32_t>* b, int32_t nb,
+                                       const int32_t* w) {
+        LocalTensor<int32_t> tmp = Scr(2);
+        Muls(dst, b[0], w[0], T_);
+        for (int32_t i = 1; i < nb; ++i) {
+            if (w[i] == 0) continue;
+            Muls(tmp, b[i], w[i], T_);
+            Add(dst, dst, tmp, T_);
+        }
+    }
+
+    // walk k = 0..K-1 (row-major over the axes); stage G offsets, then one DMA
+    __aicore__ inline void EmitOffsets(int64_t n0, int32_t q) {
+        int32_t kp[kCokMaxDims] = {0, 0, 0, 0};
+        UpdateLevels(kp, 1);
+        LocalTensor<int32_t> stage;
+        for (int32_t k = 0; k < t_.kvol; ++k) {
+            const int32_t slot = k % t_.kGroup;
+            if (slot == 0) stage = outQ_.AllocTensor<int32_t>();
+            Emit(stage[slot * 2 * T_]);
+            if (slot == t_.kGroup - 1 || k == t_.kvol - 1) Flush(stage, k - slot, slot + 1, n0, q);
+            int32_t d = nd_ - 1;  // advance the odometer: the last axis moves fastest
+            while (d >= 0 && ++kp[d] == t_.kernel[d]) kp[d--] = 0;
+            if (d >= 0) UpdateLevels(kp, d + 1);
+        }
+    }
+    // refresh the running sums of levels from..nd after axis from-1 moved
+    __aicore__ inline void UpdateLevels(const int32_t* kp, int32_t from) {
+        for (int32_t l = from; l <= nd_; ++l) {
+            LocalTensor<int32_t> dst = Level(l), a = Level(l - 1), b = Term(termOff_[l - 1] + kp[l - 1]);
+            Mul(dst, a, b, T_);                                   // validity: all axes valid
+            Add(dst[T_], a[T_], b[T_], (V_ - 1) * T_);            // key words add up
+        }
+    }
+    // int64 keys of the current offset into dst [2T] (sentinel where invalid)
+    __aicore__ inline void Emit(const LocalTensor<int32_t>& dst) {
+        LocalTensor<int32_t> L = Level(nd_), valid = Slot(L, V_VALID);
+        LocalTensor<int32_t> lo = lohi_, hi = lohi_[T_];
+        Adds(lo, Slot(L, V_LO), -kSentinelLo, T_);  // lo = (lo - S) * valid + S
+        Mul(lo, lo, valid, T_);
+        Adds(lo, lo, kSentinelLo, T_);
+        if (t_.wide) {
+            HighWord(hi, L);
+            Adds(hi, hi, -kSentinelHi, T_);
+            Mul(hi, hi, valid, T_);
+        } else {
+            Muls(hi, valid, -kSentinelHi, T_);  // keys < 2^32: the high word is 0
+        }
+        Adds(hi, hi, kSentinelHi, T_);
+        Gather(dst, lohi_, ilv_, 0, (uint32_t)(2 * T_));
+    }
+    // hi = high part + floor(sum_j col_j 256^j / 2^32): carry chain over the byte columns; every
+    // value stays below 2^21, so each float floor(v / 256) is exact
+    __aicore__ inline void HighWord(const LocalTensor<int32_t>& hi, const LocalTensor<int32_t>& L) {
+        LocalTensor<int32_t> carry = Scr(0), v = Scr(1);
+        LocalTensor<float> f = Scr(7).ReinterpretCast<float>();
+        Cast(f, Slot(L, V_COL), RoundMode::CAST_NONE, T_);
+        Muls(f, f, INV256, T_);
+        Cast(carry, f, RoundMode::CAST_FLOOR, T_);
+        for (int32_t j = 1; j < 4; ++j) {
+            Add(v, Slot(L, V_COL + j), carry, T_);
+            Cast(f, v, RoundMode::CAST_NONE, T_);
+            Muls(f, f, INV256, T_);
+            Cast(carry, f, RoundMode::CAST_FLOOR, T_);
+        }
+        Add(hi, Slot(L, V_HI), carry, T_);
+    }
+    // offsets k0 .. k0+slots-1 of rows [n0, n0+q): one DMA, GM rows N*8 bytes apart (k-major)
+    __aicore__ inline void Flush(LocalTensor<int32_t> stage, int32_t k0, int32_t slots, int64_t n0, int32_t q) {
+        outQ_.EnQue(stage);
+        stage = outQ_.DeQue<int32_t>();
+        const uint32_t rowBytes = (uint32_t)q * 8;
+        const uint32_t srcGap = (uint32_t)((2 * T_ * 4 - (rowBytes + 31) / 32 * 32) / 32);
+        const uint32_t dstGap = (uint32_t)((t_.numVoxels - q) * 8);
+        DataCopyPad(keysGm_[((int64_t)k0 * t_.numVoxels + n0) * 2], stage,
+                    DataCopyExtParams((uint16_t)slots, rowBytes, srcGap, dstGap, 0));
+        outQ_.FreeTensor(stage);
+    }
+
+    ConvOutKeysTilingData t_;
+    TPipe pipe_;
+    TQue<TPosition::VECIN, 1> inQ_;
+    TQue<TPosition::VECOUT, 1> outQ_;
+    TBuf<TPosition::VECCALC> tabB_, colB_, scrB_, termB_, levelB_, lohiB_;
+    LocalTensor<uint32_t> rowOff_, ilv_;
+    LocalTensor<int32_t> lohi_;
+    GlobalTensor<int32_t> idxGm_, keysGm_;
+    int32_t T_ = 64, nd_ = 3, V_ = 2;
+    int32_t termOff_[kCokMaxDims] = {1, 1, 1, 1};
+};
+
+}  // namespace
+
+extern "C" __global__ __aicore__ void conv_out_keys(GM_ADDR indices, GM_ADDR keys, GM_ADDR workspace, GM_ADDR tiling) {
+    (void)workspace;
+    KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    GET_TILING_DATA_WITH_STRUCT(ConvOutKeysTilingData, t, tiling);
+    ConvOutKeysKernel op;
+    op.Run(indices, keys, t);
+}
