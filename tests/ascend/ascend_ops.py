@@ -18,6 +18,16 @@ ASC = REPO / "kernels" / "ascend"
 BUILD_SCRIPT = ASC / "sim" / "cpu_debug_build.sh"
 OUT_DIR = ASC / "sim" / "build" / "ascend_tests"
 
+# Core counts every kernel is launched with: (label, env kwargs) -> AIC / AIV. (Here rather than in
+# conftest.py: tests/ascend_sim has a conftest.py too, and "from conftest import" would pick
+# whichever folder pytest collected first.)
+CORE_CONFIGS = {
+    "1c": dict(aic=1),                  # 1 AIC / 2 AIV
+    "3c": dict(aic=3, seed=7),          # 3 / 6, shuffled core start order
+    "B4": dict(soc="Ascend910B4"),      # 20 / 40
+    "B2": dict(soc="Ascend910B2"),      # 24 / 48
+}
+
 DTYPE_KEY = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 OPS_SOURCES = [

@@ -8,13 +8,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ascend_ops  # noqa: E402
 
-# Core counts every kernel is launched with: (label, env kwargs) -> AIC / AIV
-CORE_CONFIGS = {
-    "1c": dict(aic=1),                  # 1 AIC / 2 AIV
-    "3c": dict(aic=3, seed=7),          # 3 / 6, shuffled core start order
-    "B4": dict(soc="Ascend910B4"),      # 20 / 40
-    "B2": dict(soc="Ascend910B2"),      # 24 / 48
-}
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import torch
 
 import ascend_ops as ao
 import mx_sparse.functional as F
-from conftest import CORE_CONFIGS
+from ascend_ops import CORE_CONFIGS
 
 
 def _check(ops_bin, ind, shape, batch, ks, st, pd, dl, tmp_path, env):

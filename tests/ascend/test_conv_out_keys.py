@@ -7,7 +7,7 @@ import torch
 
 import ascend_ops as ao
 import mx_sparse.functional as F
-from conftest import CORE_CONFIGS
+from ascend_ops import CORE_CONFIGS
 
 SENTINEL = torch.iinfo(torch.int64).max
 UB = 196608

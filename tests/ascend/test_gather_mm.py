@@ -7,7 +7,7 @@ import torch
 
 import ascend_ops as ao
 import mx_sparse.functional as F
-from conftest import CORE_CONFIGS
+from ascend_ops import CORE_CONFIGS
 
 TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (4e-3, 4e-3), torch.bfloat16: (3e-2, 3e-2)}
 

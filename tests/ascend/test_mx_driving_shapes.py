@@ -17,7 +17,7 @@ import torch
 
 import ascend_ops as ao
 import mx_sparse.functional as F
-from conftest import CORE_CONFIGS
+from ascend_ops import CORE_CONFIGS
 from test_gather_mm import _check, _inputs
 
 sys.path.insert(0, str(ao.REPO))
