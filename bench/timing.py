@@ -120,13 +120,15 @@ def mx_map_build_calls(out_tensor) -> List[Callable]:
     calls = []
     for d in out_tensor.indice_dict.values():
         b = out_tensor.batch_size
+        # .nbr_t forces the transpose, which mx_sparse builds lazily (training needs it, and
+        # spconv's rulebook holds both directions)
         if d.kind == "subm":
             def call(d=d):
-                return build_subm_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation)
+                return build_subm_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation).nbr_t
         else:
             def call(d=d):
                 return build_conv_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.stride, d.padding,
-                                       d.dilation)
+                                       d.dilation).nbr_t
         calls.append(call)
     return calls
 

@@ -17,6 +17,10 @@ from .sparse_tensor import SparseConvTensor
 from .weight_init import INITIALIZERS
 
 
+def needs_autograd(*tensors: torch.Tensor) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 class SparseConvolution(LayoutAware, SparseModule):
     """Sparse convolution over ``ndim`` spatial axes (cross-correlation, like
     ``torch.nn.functional.conv3d``). Weight ``[*kernel_size, in_channels/groups,
@@ -71,11 +75,15 @@ class SparseConvolution(LayoutAware, SparseModule):
     def forward(self, x: SparseConvTensor) -> SparseConvTensor:
         self._check_input(x)
         data = self._indice_data(x)
+        weight = self.gemm_weight().to(x.features.dtype)
         if self.inverse:
             nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
         else:
-            nbr, nbr_t, out_indices, out_shape = data.nbr, data.nbr_t, data.out_indices, data.out_spatial_shape
-        features = F.gather_mm(x.features, self.gemm_weight().to(x.features.dtype), nbr, nbr_t, self.groups)
+            nbr, out_indices, out_shape = data.nbr, data.out_indices, data.out_spatial_shape
+            # The forward never reads nbr_t; it is there for the input gradient. Without autograd
+            # (inference) the transpose is not built and nbr stands in for it.
+            nbr_t = data.nbr_t if needs_autograd(x.features, weight) else nbr
+        features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups)
         if self.bias is not None:
             features = features + self.bias.to(features.dtype)
         return x.derive(features, out_indices, out_shape)

@@ -1,7 +1,7 @@
 """What an ``indice_key`` caches: the neighbor map of one layer and everything
 needed to reuse it (submanifold layers) or to invert it (SparseInverseConv)."""
-from dataclasses import dataclass
-from typing import List, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
@@ -14,13 +14,26 @@ class IndiceData:
     in_indices: torch.Tensor    # voxels the map reads from
     out_indices: torch.Tensor   # voxels the map writes to (subm: same tensor)
     nbr: torch.Tensor           # [M, K] int32, output row -> input row per offset
-    nbr_t: torch.Tensor         # [N, K] int32, the transpose
     in_spatial_shape: List[int]
     out_spatial_shape: List[int]
     kernel_size: Tuple[int, ...]
     stride: Tuple[int, ...]
     padding: Tuple[int, ...]
     dilation: Tuple[int, ...]
+    _nbr_t: Optional[torch.Tensor] = field(default=None, repr=False)
+
+    @property
+    def nbr_t(self) -> torch.Tensor:
+        """[N, K] int32, the transpose: built on first use, because only the input gradient
+        and SparseInverseConv read it (inference of ordinary layers never does)."""
+        if self._nbr_t is None:
+            if self.kind == "subm" and all(k % 2 for k in self.kernel_size):
+                # odd kernels are symmetric: offset K-1-k is the negation of offset k, so the
+                # transposed map is the map with its columns reversed
+                self._nbr_t = self.nbr.flip(1)
+            else:
+                self._nbr_t = F.transpose_map(self.nbr, self.in_indices.shape[0])
+        return self._nbr_t
 
     def describe(self) -> str:
         return (f"{self.kind} map (kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -41,25 +54,18 @@ def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation) -> 
 
 def build_subm_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
                     kernel_size: Tuple[int, ...], dilation: Tuple[int, ...]) -> IndiceData:
-    """Map and transposed map of a submanifold layer (what SubMConv layers cache)."""
+    """Map of a submanifold layer (what SubMConv layers cache); its transpose on demand."""
     nbr = F.build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation)
-    if all(k % 2 for k in kernel_size):
-        # odd kernels are symmetric: offset K-1-k is the negation of offset k, so the
-        # transposed map is the map with its columns reversed
-        nbr_t = nbr.flip(1)
-    else:
-        nbr_t = F.transpose_map(nbr, indices.shape[0])
     ndim = len(spatial_shape)
-    return IndiceData("subm", indices, indices, nbr, nbr_t, list(spatial_shape), list(spatial_shape),
+    return IndiceData("subm", indices, indices, nbr, list(spatial_shape), list(spatial_shape),
                       tuple(kernel_size), (1,) * ndim, (0,) * ndim, tuple(dilation))
 
 
 def build_conv_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
                     kernel_size: Tuple[int, ...], stride: Tuple[int, ...], padding: Tuple[int, ...],
                     dilation: Tuple[int, ...]) -> IndiceData:
-    """Output voxels, map and transposed map of a strided layer (what SparseConv layers cache)."""
+    """Output voxels and map of a strided layer (what SparseConv layers cache); its transpose on demand."""
     out_indices, nbr = F.build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
-    nbr_t = F.transpose_map(nbr, indices.shape[0])
     out_shape = conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation)
-    return IndiceData("conv", indices, out_indices, nbr, nbr_t, list(spatial_shape), out_shape,
+    return IndiceData("conv", indices, out_indices, nbr, list(spatial_shape), out_shape,
                       tuple(kernel_size), tuple(stride), tuple(padding), tuple(dilation))

@@ -63,3 +63,28 @@ def test_empty_input_still_runs_channel_changing_modules():
                                      mx_sparse.SubMConv3d(16, 2, 3))
     empty = mx_sparse.SparseConvTensor(torch.zeros(0, 4), torch.zeros(0, 4, dtype=torch.int32), [6, 6, 6], 1)
     assert net.train()(empty).features.shape == (0, 2)
+
+
+def test_inference_builds_no_transposed_maps_and_training_does():
+    from mx_sparse import functional as F
+    idx = random_voxels([8, 9, 10], 2, density=0.2, seed=11)
+    feats = torch.randn(idx.shape[0], 3)
+    net = mx_sparse.SparseSequential(
+        mx_sparse.SubMConv3d(3, 4, 3, indice_key="s1"),
+        mx_sparse.SparseConv3d(4, 5, 3, stride=2, padding=1, indice_key="d1"),
+        mx_sparse.SparseInverseConv3d(5, 4, 3, indice_key="d1"))
+    x = mx_sparse.SparseConvTensor(feats, idx, [8, 9, 10], 2)
+    with torch.no_grad():
+        y = net(x)
+    # only the inverse conv needed a transpose (its forward map)
+    assert y.indice_dict["s1"]._nbr_t is None
+    d1 = y.indice_dict["d1"]
+    assert torch.equal(d1._nbr_t, F.transpose_map(d1.nbr, d1.in_indices.shape[0]))
+    # the same outputs with autograd, where every transpose is built and used
+    x2 = mx_sparse.SparseConvTensor(feats.clone().requires_grad_(), idx, [8, 9, 10], 2)
+    y2 = net(x2)
+    torch.testing.assert_close(y2.features, y.features, rtol=0, atol=0)
+    s1 = y2.indice_dict["s1"]
+    assert torch.equal(s1._nbr_t, F.transpose_map(s1.nbr, s1.in_indices.shape[0]))
+    y2.features.sum().backward()
+    assert x2.features.grad is not None

@@ -18,7 +18,6 @@ from typing import List, Sequence
 
 import torch
 
-from .. import functional as F
 from ..conv import SparseConvolution
 from ..indice_data import IndiceData, build_conv_data, build_subm_data
 from ..layouts import convert_weight
@@ -132,9 +131,8 @@ class CompatConvolution(SparseConvolution):
         out_indices, nbr, out_shape = build_transposed_map(
             x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.stride, self.padding, self.dilation,
             self.output_padding)
-        nbr_t = F.transpose_map(nbr, x.indices.shape[0])
         # stored as a "conv" map so SparseInverseConv can return to this conv's input voxels
-        data = IndiceData("conv", x.indices, out_indices, nbr, nbr_t, x.spatial_shape, out_shape, *self._geometry())
+        data = IndiceData("conv", x.indices, out_indices, nbr, x.spatial_shape, out_shape, *self._geometry())
         if key is not None:
             x.indice_dict[key] = data
         return data
