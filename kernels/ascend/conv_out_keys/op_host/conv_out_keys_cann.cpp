@@ -7,6 +7,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "conv_out_keys_tiling.h"
+#include "../../common/op_host/cann_tiling_store.h"
 
 namespace optiling {
 // ListInt attr i -> arr[0:n); false when its length is not n
@@ -34,10 +35,7 @@ static ge::graphStatus ConvOutKeysTilingFunc(gert::TilingContext* context) {
         return ge::GRAPH_FAILED;
     ConvOutKeysTilingData t;
     if (mxs_ascend::ConvOutKeysTiling(s, p, t) != mxs_ascend::TILING_OK || t.usedAiv == 0) return ge::GRAPH_FAILED;
-    auto* raw = context->GetRawTilingData();
-    if (raw->GetCapacity() < sizeof(t)) return ge::GRAPH_FAILED;
-    std::memcpy(raw->GetData(), &t, sizeof(t));
-    raw->SetDataSize(sizeof(t));
+    if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.usedAiv);
     size_t* ws = context->GetWorkspaceSizes(1);
     ws[0] = 32;

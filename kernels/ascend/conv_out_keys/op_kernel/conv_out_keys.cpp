@@ -22,6 +22,7 @@
 #include "kernel_operator.h"
 #include "../op_host/conv_out_keys_tiling_data.h"
 #include "../../common/op_kernel/key_vec.h"
+#include "../../common/op_kernel/core_share.h"
 
 using namespace AscendC;
 using namespace mxs_kernel;
@@ -42,9 +43,8 @@ public:
         t_ = t;
         const int64_t core = GetBlockIdx();
         if (core >= t_.usedAiv) return;
-        const int64_t base = t_.numTiles / t_.usedAiv, extra = t_.numTiles % t_.usedAiv;
-        const int64_t tile0 = core * base + (core < extra ? core : extra);
-        const int64_t nt = base + (core < extra ? 1 : 0);
+        const CoreShare share = ShareOfCore(t_.numTiles, t_.usedAiv, core);
+        const int64_t tile0 = share.first, nt = share.count;
         T_ = t_.tileRows;
         nd_ = t_.ndim;
         V_ = t_.wide ? 7 : 2;

@@ -4,11 +4,11 @@
 // tests/ascend/test_tiling.py, the kernel is tested in the emulator.
 // aclnn API generated from this OpDef: aclnnGatherMmGetWorkspaceSize(features, weight, nbr, out, ...)
 // / aclnnGatherMm(workspace, size, executor, stream), called by kernels/ascend/binding/mx_sparse_npu.cpp.
-#include <cstring>
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
 #include "gather_mm_tiling.h"
+#include "../../common/op_host/cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus GatherMmTilingFunc(gert::TilingContext* context) {
@@ -43,10 +43,7 @@ static ge::graphStatus GatherMmTilingFunc(gert::TilingContext* context) {
     optiling::TCubeTiling cube;
     if (mm.GetTiling(cube) == -1) return ge::GRAPH_FAILED;
     cube.SaveToBuffer(&t.mm, sizeof(t.mm));
-    auto* raw = context->GetRawTilingData();
-    if (raw->GetCapacity() < sizeof(t)) return ge::GRAPH_FAILED;
-    std::memcpy(raw->GetData(), &t, sizeof(t));
-    raw->SetDataSize(sizeof(t));
+    if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.blockDim);
     context->SetTilingKey(t.dtypeKey);
     size_t* ws = context->GetWorkspaceSizes(1);

@@ -20,6 +20,7 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 #include "../op_host/gather_mm_tiling_data.h"
+#include "../../common/op_kernel/core_share.h"
 
 using namespace AscendC;
 
@@ -40,9 +41,8 @@ public:
         const int64_t aiv = GetBlockIdx();
         if (aiv >= t.usedAiv) return;  // idle AIV of the last group
         // big/small split of the output rows
-        const int64_t base = t.numOut / t.usedAiv, extra = t.numOut % t.usedAiv;
-        const int64_t row0 = aiv * base + (aiv < extra ? aiv : extra);
-        const int64_t rows = base + (aiv < extra ? 1 : 0);
+        const CoreShare share = ShareOfCore(t.numOut, t.usedAiv, aiv);
+        const int64_t row0 = share.first, rows = share.count;
         if (rows <= 0) return;
 
         K_ = t.kvol; cin_ = t.cin; cout_ = t.cout;

@@ -1,10 +1,10 @@
 // CANN glue of GatherMmBackpropFilter (NOT compiled here; see gather_mm_cann.cpp for the conventions).
 // aclnnGatherMmBackpropFilterGetWorkspaceSize(features, grad, nbr, dw, ...) / aclnnGatherMmBackpropFilter.
-#include <cstring>
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
 #include "gather_mm_backprop_filter_tiling.h"
+#include "../../common/op_host/cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus GatherMmBpfTilingFunc(gert::TilingContext* context) {
@@ -37,10 +37,7 @@ static ge::graphStatus GatherMmBpfTilingFunc(gert::TilingContext* context) {
     optiling::TCubeTiling cube;
     if (mm.GetTiling(cube) == -1) return ge::GRAPH_FAILED;
     cube.SaveToBuffer(&t.mm, sizeof(t.mm));
-    auto* raw = context->GetRawTilingData();
-    if (raw->GetCapacity() < sizeof(t)) return ge::GRAPH_FAILED;
-    std::memcpy(raw->GetData(), &t, sizeof(t));
-    raw->SetDataSize(sizeof(t));
+    if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.blockDim);
     context->SetTilingKey(t.dtypeKey);
     size_t* ws = context->GetWorkspaceSizes(1);

@@ -17,6 +17,7 @@
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 #include "../op_host/gather_mm_backprop_filter_tiling_data.h"
+#include "../../common/op_kernel/core_share.h"
 
 using namespace AscendC;
 
@@ -41,9 +42,9 @@ public:
         if (aiv >= t.usedAiv && !split) return;
         int64_t it0 = 0, nIt = 0;
         if (aiv < t.usedAiv) {
-            const int64_t base = t.numUnits / t.usedAiv, extra = t.numUnits % t.usedAiv;
-            it0 = aiv * base + (aiv < extra ? aiv : extra);
-            nIt = base + (aiv < extra ? 1 : 0);
+            const CoreShare share = ShareOfCore(t.numUnits, t.usedAiv, aiv);
+            it0 = share.first;
+            nIt = share.count;
         }
 
         t_ = &t;
@@ -167,9 +168,8 @@ private:
         dwGm.SetGlobalBuffer((__gm__ T*)dw, (uint64_t)K_ * cin_ * cout_);
         LocalTensor<float> acc = accBuf_.Get<float>();
         const int64_t work = (int64_t)t.numItems * t.redChunks;
-        const int64_t base = work / cores, extra = work % cores;
-        const int64_t w0 = core * base + (core < extra ? core : extra);
-        const int64_t nw = base + (core < extra ? 1 : 0);
+        const CoreShare share = ShareOfCore(work, cores, core);
+        const int64_t w0 = share.first, nw = share.count;
         for (int64_t wi = w0; wi < w0 + nw; ++wi) {
             const int64_t item = wi / t.redChunks, ch = wi % t.redChunks;
             const int32_t k = (int32_t)(item % K_), blk = (int32_t)(item / K_);

@@ -2,10 +2,10 @@
 // see gather_mm_cann.cpp). Inputs: qkeys int64 [M], ckeys int64 [N], deltas int64 [K], aux int32
 // (SubmMapAux); attr group_size; output nbrs int32 [M, K].
 // aclnnSubmMapGetWorkspaceSize(qkeys, ckeys, deltas, aux, group_size, nbrs, ...) / aclnnSubmMap.
-#include <cstring>
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "subm_map_tiling.h"
+#include "../../common/op_host/cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus SubmMapTilingFunc(gert::TilingContext* context) {
@@ -24,10 +24,7 @@ static ge::graphStatus SubmMapTilingFunc(gert::TilingContext* context) {
     s.paddedShape[0] = s.paddedShape[1] = 1;
     SubmMapTilingData t;
     if (mxs_ascend::SubmMapTiling(s, p, t) != mxs_ascend::TILING_OK || t.usedAiv == 0) return ge::GRAPH_FAILED;
-    auto* raw = context->GetRawTilingData();
-    if (raw->GetCapacity() < sizeof(t)) return ge::GRAPH_FAILED;
-    std::memcpy(raw->GetData(), &t, sizeof(t));
-    raw->SetDataSize(sizeof(t));
+    if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.usedAiv);
     size_t* ws = context->GetWorkspaceSizes(1);
     ws[0] = 32;

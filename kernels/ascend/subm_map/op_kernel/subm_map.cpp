@@ -26,6 +26,7 @@
 // transposed to [64][K] with one vector Gather and written with one DMA per tile.
 #include "kernel_operator.h"
 #include "../op_host/subm_map_tiling_data.h"
+#include "../../common/op_kernel/core_share.h"
 
 using namespace AscendC;
 
@@ -44,9 +45,8 @@ public:
                                const SubmMapTilingData& t) {
         const int64_t core = GetBlockIdx();
         if (core >= t.usedAiv) return;
-        const int64_t base = t.numTiles / t.usedAiv, extra = t.numTiles % t.usedAiv;
-        const int64_t tile0 = core * base + (core < extra ? core : extra);
-        const int64_t nt = base + (core < extra ? 1 : 0);
+        const CoreShare share = ShareOfCore(t.numTiles, t.usedAiv, core);
+        const int64_t tile0 = share.first, nt = share.count;
         N_ = t.numVoxels;
         NC_ = t.numCand;
         K_ = t.kvol;

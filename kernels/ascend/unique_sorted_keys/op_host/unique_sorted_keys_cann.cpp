@@ -3,10 +3,10 @@
 // (first count[0] entries valid) and count int32 [1]. The kernel uses the hardware SyncAll
 // (KERNEL_TYPE_MIX_AIV_1_0), so the workspace is the library's plus C keys and the count slots.
 // aclnnUniqueSortedKeysGetWorkspaceSize(keys, ukeys, count, ...) / aclnnUniqueSortedKeys.
-#include <cstring>
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "unique_sorted_keys_tiling.h"
+#include "../../common/op_host/cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus UniqueSortedKeysTilingFunc(gert::TilingContext* context) {
@@ -18,10 +18,7 @@ static ge::graphStatus UniqueSortedKeysTilingFunc(gert::TilingContext* context) 
     const int64_t numKeys = context->GetInputShape(0)->GetStorageShape().GetDim(0);
     if (mxs_ascend::UniqueSortedKeysTiling(numKeys, p, t) != mxs_ascend::TILING_OK || t.usedAiv == 0)
         return ge::GRAPH_FAILED;
-    auto* raw = context->GetRawTilingData();
-    if (raw->GetCapacity() < sizeof(t)) return ge::GRAPH_FAILED;
-    std::memcpy(raw->GetData(), &t, sizeof(t));
-    raw->SetDataSize(sizeof(t));
+    if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.usedAiv);  // <= AIV count: every core reaches the SyncAll
     size_t* ws = context->GetWorkspaceSizes(1);
     ws[0] = plat.GetLibApiWorkSpaceSize() + (mxs_ascend::UniqueSortedKeysWorkspaceBytes(t) - mxs_ascend::kSysWorkspace);

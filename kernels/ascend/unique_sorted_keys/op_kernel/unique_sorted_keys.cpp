@@ -16,6 +16,7 @@
 #include "kernel_operator.h"
 #include "../op_host/unique_sorted_keys_tiling_data.h"
 #include "../../common/op_kernel/key_vec.h"
+#include "../../common/op_kernel/core_share.h"
 
 using namespace AscendC;
 using namespace mxs_kernel;
@@ -29,9 +30,8 @@ public:
         t_ = t;
         core_ = GetBlockIdx();
         T_ = t_.tileKeys;
-        const int64_t base = t_.numTiles / t_.usedAiv, extra = t_.numTiles % t_.usedAiv;
-        const int64_t tile0 = core_ * base + (core_ < extra ? core_ : extra);
-        const int64_t nt = base + (core_ < extra ? 1 : 0);
+        const CoreShare share = ShareOfCore(t_.numTiles, t_.usedAiv, core_);
+        const int64_t tile0 = share.first, nt = share.count;
         const int64_t segBegin = tile0 * T_;
         keysGm_.SetGlobalBuffer((__gm__ int32_t*)keys, (uint64_t)t_.numKeys * 2);
         outGm_.SetGlobalBuffer((__gm__ int32_t*)ukeys, (uint64_t)t_.numKeys * 2);
