@@ -3,6 +3,8 @@ otherwise) against float64 sums of the same rounded operands, over channel count
 that hit every tile edge case: odd and tiny inputs, one and several 32-channel input
 chunks, output columns that are not a multiple of 16, groups, and more pairs per
 offset than one weight-gradient chunk holds."""
+import os
+
 import pytest
 import torch
 
@@ -118,7 +120,8 @@ def test_bf16_bitwise_identical_across_thread_counts(op):
     assert torch.equal(one, two)
 
 
-@pytest.mark.skipif(not cpu_has_amx_bf16(), reason="the CPU has no AMX-BF16")
+@pytest.mark.skipif(not cpu_has_amx_bf16() or os.environ.get("MXS_DISABLE_AMX", "0") not in ("", "0"),
+                    reason="the CPU has no AMX-BF16, or MXS_DISABLE_AMX is set")
 def test_bf16_runs_on_amx_where_the_cpu_has_it():
     # the tests above then exercise the AMX kernels, not the float32 fallback
     assert _C.cpu_gemm_kernels()["bfloat16"] == "amx"
