@@ -214,7 +214,10 @@ std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m,
   std::vector<std::vector<int32_t>> rows(kvol);
   at::parallel_for(0, kvol, grain_for(kvol, double(m)), [&](int64_t kb, int64_t ke) {
     for (int64_t k = kb; k < ke; ++k)
-      for (int64_t b = 0; b < nblocks; ++b) rows[k].insert(rows[k].end(), pieces[b * kvol + k].begin(), pieces[b * kvol + k].end());
+      for (int64_t b = 0; b < nblocks; ++b) {
+        const std::vector<int32_t>& piece = pieces[b * kvol + k];
+        rows[k].insert(rows[k].end(), piece.begin(), piece.end());
+      }
   });
   return rows;
 }
