@@ -10,6 +10,7 @@ from torch import nn
 
 from . import functional as F
 from . import validation
+from .batch_norm_relu import recomputing_saved_inputs
 from .indice_data import IndiceData, build_conv_data, build_subm_data, same_voxels
 from .layouts import LayoutAware, scale_output_channels
 from .modules import SparseModule
@@ -83,7 +84,8 @@ class SparseConvolution(LayoutAware, SparseModule):
             # The forward never reads nbr_t; it is there for the input gradient. Without autograd
             # (inference) the transpose is not built and nbr stands in for it.
             nbr_t = data.nbr_t if needs_autograd(x.features, weight) else nbr
-        features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups)
+        with recomputing_saved_inputs(x.features):
+            features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups)
         if self.bias is not None:
             features = features + self.bias.to(features.dtype)
         return x.derive(features, out_indices, out_shape)

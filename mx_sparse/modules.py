@@ -7,6 +7,7 @@ from collections import OrderedDict
 import torch
 from torch import nn
 
+from .batch_norm_relu import batch_norm_relu, can_fuse
 from .sparse_tensor import SparseConvTensor
 
 
@@ -21,7 +22,13 @@ def is_sparse_module(module) -> bool:
 class SparseSequential(SparseModule):
     """Like ``nn.Sequential``; non-sparse modules act on ``features``. With zero voxels a
     BatchNorm is skipped (torch rejects an empty batch in training mode, and there is
-    nothing to normalise); every other module still runs, so channel changes hold."""
+    nothing to normalise); every other module still runs, so channel changes hold.
+
+    A ``BatchNorm1d`` directly followed by a ``ReLU`` runs as one fused step that keeps one
+    activation tensor instead of two for backward (see ``mx_sparse.batch_norm_relu``);
+    set ``SparseSequential.fuse_bn_relu = False`` to run torch's modules instead."""
+
+    fuse_bn_relu = True
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -49,11 +56,18 @@ class SparseSequential(SparseModule):
         self.add_module(str(len(self._modules)) if name is None else name, module)
 
     def forward(self, x):
-        for module in self._modules.values():
+        modules = list(self._modules.values())
+        i = 0
+        while i < len(modules):
+            module = modules[i]
             if is_sparse_module(module) or not isinstance(x, SparseConvTensor):
                 x = module(x)
+            elif (self.fuse_bn_relu and i + 1 < len(modules) and can_fuse(module, modules[i + 1], x.features)):
+                x = x.replace_feature(batch_norm_relu(x.features, module))
+                i += 1  # the ReLU ran too
             elif x.indices.shape[0] > 0 or not isinstance(module, nn.modules.batchnorm._BatchNorm):
                 x = x.replace_feature(module(x.features))
+            i += 1
         return x
 
     def fused(self) -> "SparseSequential":

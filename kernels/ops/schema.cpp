@@ -26,4 +26,14 @@ TORCH_LIBRARY(mx_sparse, m) {
   // dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]   (per group).
   m.def("gather_mm_backprop_filter(Tensor features, Tensor grad, Tensor nbr, Tensor nbr_t, "
         "int groups) -> Tensor");
+  // BatchNorm + ReLU on features [N, C] (mx_sparse/batch_norm_relu.py builds the
+  // fused layer from these). Statistics are float64: mean and biased variance.
+  m.def("channel_stats(Tensor input) -> (Tensor, Tensor)");
+  // y = max(input * scale + shift, 0), per channel.
+  m.def("scale_shift_relu(Tensor input, Tensor scale, Tensor shift) -> Tensor");
+  // (grad_input, grad_gamma, grad_beta) of scale_shift_relu(input, gamma * invstd,
+  // beta - mean * gamma * invstd), with mean/invstd the batch's own statistics
+  // (batch_stats) or constants (running statistics).
+  m.def("batch_norm_relu_backward(Tensor grad, Tensor input, Tensor mean, Tensor invstd, Tensor gamma, "
+        "Tensor scale, Tensor shift, bool batch_stats) -> (Tensor, Tensor, Tensor)");
 }

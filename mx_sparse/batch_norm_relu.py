@@ -1,0 +1,151 @@
+"""BatchNorm1d followed by ReLU as one step that keeps half the activations.
+
+Per conv-BN-ReLU block, torch's modules keep two ``[N, C]`` tensors for backward:
+the BatchNorm input ``x`` and the ReLU output ``y`` (also the saved input of the
+next convolution). Here the backward needs only ``x`` (it recomputes the ReLU
+mask), and ``y`` carries a *recipe* (``x``, per-channel scale and shift): a sparse
+convolution taking ``y`` saves the recipe instead and recomputes ``y`` in its own
+backward (one elementwise pass). ``SparseSequential`` uses this for every
+``BatchNorm1d, ReLU`` pair of plain torch modules on CPU features, float32/64
+(``SparseSequential.fuse_bn_relu = False`` turns it off).
+
+Same results as the two modules up to float rounding, running statistics
+included (momentum, ``momentum=None``, unbiased running variance, eval mode).
+"""
+import contextlib
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ._ops import ops
+
+_RECIPE = "_mx_sparse_recompute"   # attribute of y: how to recompute it
+
+
+@dataclass
+class _Recipe:
+    x: torch.Tensor
+    x_version: int
+    y_version: int
+    scale: torch.Tensor
+    shift: torch.Tensor
+
+    def recompute(self) -> torch.Tensor:
+        if self.x._version != self.x_version:
+            raise RuntimeError("mx_sparse: the input of a fused BatchNorm1d+ReLU was modified in place after the "
+                               "forward pass; its output cannot be recomputed for backward")
+        return ops.scale_shift_relu(self.x, self.scale, self.shift)
+
+
+def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
+    """Plain ``BatchNorm1d`` then plain ``ReLU`` (no hooks), on CPU features whose dtype the
+    parameters share, with at least one voxel."""
+    if type(bn) is not nn.BatchNorm1d or type(relu) is not nn.ReLU:
+        return False
+    if bn._forward_hooks or bn._forward_pre_hooks or relu._forward_hooks or relu._forward_pre_hooks:
+        return False
+    if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
+        return False
+    if features.device.type != "cpu" or features.dtype not in (torch.float32, torch.float64):
+        return False
+    params = [t for t in (bn.weight, bn.bias, bn.running_mean, bn.running_var) if t is not None]
+    return features.dim() == 2 and features.shape[0] > 0 and all(t.dtype == features.dtype for t in params)
+
+
+def batch_norm_relu(x: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
+    """``relu(bn(x))`` for ``x [N, C]``, updating ``bn``'s running statistics as ``bn(x)`` would."""
+    batch_stats = bn.training or (bn.running_mean is None and bn.running_var is None)
+    if batch_stats:
+        if x.shape[0] < 2 and bn.training:
+            raise ValueError(f"input: BatchNorm1d in training mode needs more than 1 value per channel, "
+                             f"got input of shape {list(x.shape)}")
+        with torch.no_grad():
+            mean, var = ops.channel_stats(x)
+            _update_running_stats(bn, mean, var, x.shape[0])
+    else:
+        mean, var = bn.running_mean.double(), bn.running_var.double()
+    invstd = (var + bn.eps).rsqrt()
+    gamma = bn.weight if bn.affine else None
+    beta = bn.bias if bn.affine else None
+    y = _BatchNormReLU.apply(x, gamma, beta, mean, invstd, batch_stats)
+    scale, shift = _scale_shift(gamma, beta, mean, invstd, x.dtype)
+    setattr(y, _RECIPE, _Recipe(x, x._version, y._version, scale, shift))
+    return y
+
+
+def _update_running_stats(bn: nn.BatchNorm1d, mean: torch.Tensor, var: torch.Tensor, n: int) -> None:
+    """torch's rule: count the batch, then blend with ``momentum`` (cumulative average when
+    ``momentum`` is None); the running variance is the unbiased one."""
+    if not (bn.training and bn.track_running_stats):
+        return
+    factor = bn.momentum if bn.momentum is not None else 0.0
+    if bn.num_batches_tracked is not None:
+        bn.num_batches_tracked.add_(1)
+        if bn.momentum is None:
+            factor = 1.0 / float(bn.num_batches_tracked)
+    if bn.running_mean is not None:
+        bn.running_mean.copy_((1 - factor) * bn.running_mean.double() + factor * mean)
+        bn.running_var.copy_((1 - factor) * bn.running_var.double() + factor * var * (n / (n - 1)))
+
+
+def _scale_shift(gamma, beta, mean, invstd, dtype):
+    """y = relu(x * scale + shift) with scale = gamma * invstd, shift = beta - mean * scale (float64 math)."""
+    scale = invstd if gamma is None else gamma.detach().double() * invstd
+    shift = -mean * scale if beta is None else beta.detach().double() - mean * scale
+    return scale.to(dtype), shift.to(dtype)
+
+
+class _BatchNormReLU(torch.autograd.Function):
+    """Differentiable in x, gamma and beta; mean and invstd are float64 constants here, their
+    dependence on x (batch statistics) is inside batch_norm_relu_backward's formula."""
+
+    @staticmethod
+    def forward(ctx, x, gamma, beta, mean, invstd, batch_stats):
+        scale, shift = _scale_shift(gamma, beta, mean, invstd, x.dtype)
+        gamma64 = torch.ones_like(mean) if gamma is None else gamma.detach().double()
+        ctx.save_for_backward(x, gamma64, mean, invstd, scale, shift)
+        ctx.batch_stats = batch_stats
+        return ops.scale_shift_relu(x, scale, shift)
+
+    @staticmethod
+    def backward(ctx, dy):
+        if torch.is_grad_enabled():
+            raise RuntimeError("mx_sparse: double backward through a fused BatchNorm1d+ReLU is not supported; "
+                               "set mx_sparse.SparseSequential.fuse_bn_relu = False to use torch's modules")
+        x, gamma64, mean, invstd, scale, shift = ctx.saved_tensors
+        dx, dgamma, dbeta = ops.batch_norm_relu_backward(dy, x, mean, invstd, gamma64, scale, shift,
+                                                         ctx.batch_stats)
+        needs = ctx.needs_input_grad
+        return (dx if needs[0] else None, dgamma.to(x.dtype) if needs[1] else None,
+                dbeta.to(x.dtype) if needs[2] else None, None, None, None)
+
+
+def _pack(t: torch.Tensor):
+    recipe = getattr(t, _RECIPE, None)
+    if recipe is not None and t._version == recipe.y_version and recipe.x._version == recipe.x_version:
+        return recipe
+    return t, t._version
+
+
+def _unpack(packed):
+    if isinstance(packed, _Recipe):
+        return packed.recompute()
+    t, version = packed
+    if t._version != version:
+        raise RuntimeError("mx_sparse: a tensor saved by a sparse convolution for backward was modified in place "
+                           f"(version {version} -> {t._version})")
+    return t
+
+
+def recomputing_saved_inputs(features: torch.Tensor):
+    """Context for a sparse convolution's op call: if ``features`` comes from a fused
+    BatchNorm1d+ReLU, autograd saves its recipe instead of the tensor. No-op otherwise, and
+    when other saved-tensor hooks are active (torch.utils.checkpoint, offloading), which keep
+    precedence."""
+    if getattr(features, _RECIPE, None) is None or not torch.is_grad_enabled():
+        return contextlib.nullcontext()
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    if top is None or top(False) is not None:
+        return contextlib.nullcontext()
+    return torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)

@@ -1,0 +1,182 @@
+"""The fused BatchNorm1d+ReLU of SparseSequential against torch's two modules, float64
+gradcheck, determinism, and the memory claim (the ReLU output is not kept for backward)."""
+import copy
+import gc
+import weakref
+
+import pytest
+import torch
+from torch import nn
+
+import mx_sparse
+from mx_sparse.batch_norm_relu import batch_norm_relu, can_fuse
+from helpers import random_features, random_voxels
+
+
+def make_bn(c, dtype, **kw):
+    bn = nn.BatchNorm1d(c, **kw).to(dtype)
+    if bn.affine:
+        with torch.no_grad():
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    return bn
+
+
+def features(n, c, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, c, generator=g, dtype=torch.float64) * 2 + 0.7).to(dtype)
+
+
+TOL = {torch.float64: dict(rtol=1e-12, atol=1e-12), torch.float32: dict(rtol=1e-5, atol=1e-5)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=None), dict(affine=False), dict(track_running_stats=False),
+                                dict(eps=1e-3, momentum=0.01)])
+@pytest.mark.parametrize("train", [True, False])
+def test_matches_torch_modules(dtype, kw, train):
+    bn = make_bn(19, dtype, **kw)
+    if bn.track_running_stats:  # non-trivial running statistics for eval mode
+        with torch.no_grad():
+            bn(features(300, 19, dtype, seed=5))
+    ref = copy.deepcopy(bn)
+    bn.train(train), ref.train(train)
+    for step in range(2):   # two steps: running statistics and momentum=None's counter advance
+        x = features(257, 19, dtype, seed=step).requires_grad_()
+        xr = x.detach().clone().requires_grad_()
+        y, yr = batch_norm_relu(x, bn), torch.relu(ref(xr))
+        dy = features(257, 19, dtype, seed=10 + step)
+        y.backward(dy), yr.backward(dy)
+        torch.testing.assert_close(y, yr, **TOL[dtype])
+        torch.testing.assert_close(x.grad, xr.grad, **TOL[dtype])
+        if bn.affine:
+            torch.testing.assert_close(bn.weight.grad, ref.weight.grad, **TOL[dtype])
+            torch.testing.assert_close(bn.bias.grad, ref.bias.grad, **TOL[dtype])
+        if bn.track_running_stats:
+            torch.testing.assert_close(bn.running_mean, ref.running_mean, **TOL[dtype])
+            torch.testing.assert_close(bn.running_var, ref.running_var, **TOL[dtype])
+            assert bn.num_batches_tracked.item() == ref.num_batches_tracked.item()
+
+
+@pytest.mark.parametrize("train", [True, False])
+def test_gradcheck_float64(train):
+    bn = make_bn(5, torch.float64, track_running_stats=not train)
+    bn.train(train)
+    if not train:
+        with torch.no_grad():
+            bn.running_mean.uniform_(-1, 1)
+            bn.running_var.uniform_(0.5, 2)
+    x = features(40, 5, torch.float64).requires_grad_()
+    w, b = bn.weight.detach().requires_grad_(), bn.bias.detach().requires_grad_()
+    assert torch.autograd.gradcheck(lambda x, w, b: _functional(x, w, b, bn), (x, w, b))
+
+
+def _functional(x, w, b, bn):
+    """batch_norm_relu with weight and bias as plain inputs (gradcheck differentiates them)."""
+    clone = copy.deepcopy(bn)
+    del clone.weight, clone.bias
+    clone.weight, clone.bias = w, b
+    return batch_norm_relu(x, clone)
+
+
+def test_same_bits_for_any_thread_count():
+    bn = make_bn(32, torch.float32)
+    results = []
+    for threads in (1, 2):
+        old = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            b = copy.deepcopy(bn)
+            x = features(5000, 32, torch.float32).requires_grad_()
+            y = batch_norm_relu(x, b)
+            y.backward(features(5000, 32, torch.float32, seed=3))
+            results.append((y, x.grad, b.weight.grad, b.bias.grad, b.running_mean, b.running_var))
+        finally:
+            torch.set_num_threads(old)
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def block(cin, cout, key):
+    return mx_sparse.SparseSequential(mx_sparse.SubMConv3d(cin, cout, 3, bias=False, indice_key=key),
+                                      nn.BatchNorm1d(cout), nn.ReLU())
+
+
+def sparse_input(seed=0):
+    idx = random_voxels([8, 8, 8], 2, density=0.3, seed=seed)
+    return mx_sparse.SparseConvTensor(random_features(idx.shape[0], 4, torch.float64), idx, [8, 8, 8], 2)
+
+
+def test_network_gradients_match_unfused(monkeypatch):
+    torch.manual_seed(0)
+    net = mx_sparse.SparseSequential(block(4, 8, "a"), block(8, 8, "a"),
+                                     mx_sparse.SparseConv3d(8, 6, 3, stride=2, padding=1, bias=False),
+                                     nn.BatchNorm1d(6), nn.ReLU()).double()
+    ref = copy.deepcopy(net)
+    x = sparse_input()
+    y = net(x)
+    y.features.square().sum().backward()
+    monkeypatch.setattr(mx_sparse.SparseSequential, "fuse_bn_relu", False)
+    yr = ref(sparse_input())
+    yr.features.square().sum().backward()
+    torch.testing.assert_close(y.features, yr.features, rtol=1e-12, atol=1e-12)
+    for (name, p), pr in zip(net.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, pr.grad, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_relu_output_is_not_kept_for_backward(monkeypatch):
+    """The next convolution saves the recipe, so nothing else holds the ReLU output; with
+    torch's modules the convolution keeps it alive."""
+    for fused in (True, False):
+        monkeypatch.setattr(mx_sparse.SparseSequential, "fuse_bn_relu", fused)
+        torch.manual_seed(0)
+        first, conv = block(4, 8, "a").double(), mx_sparse.SubMConv3d(8, 8, 3, indice_key="a").double()
+        h = first(sparse_input())
+        ref = weakref.ref(h.features)
+        out = conv(h)
+        del h
+        gc.collect()
+        assert (ref() is None) == fused
+        out.features.sum().backward()   # the recomputed input gives the right weight gradient
+        assert conv.weight.grad is not None
+
+
+def test_modified_output_is_saved_as_is():
+    """An in-place change of the ReLU output before the conv voids the recipe: the conv
+    saves the modified tensor and its gradients follow it."""
+    torch.manual_seed(0)
+    first, conv = block(4, 8, "a").double(), mx_sparse.SubMConv3d(8, 8, 3, indice_key="a").double()
+    h = first(sparse_input())
+    with torch.no_grad():
+        h.features.mul_(2)
+    conv(h).features.sum().backward()
+    w_grad = conv.weight.grad.clone()
+    conv.weight.grad = None
+    detached = h.replace_feature(h.features.detach().clone())
+    conv(detached).features.sum().backward()
+    torch.testing.assert_close(w_grad, conv.weight.grad)
+
+
+def test_double_backward_is_refused():
+    bn = make_bn(3, torch.float64)
+    x = features(10, 3, torch.float64).requires_grad_()
+    torch.autograd.grad(batch_norm_relu(x, bn).sum(), x)   # first order works
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(batch_norm_relu(x, bn).sum(), x, create_graph=True)
+
+
+def test_one_row_in_training_is_an_error():
+    with pytest.raises(ValueError, match="input: BatchNorm1d in training mode needs more than 1 value"):
+        batch_norm_relu(torch.ones(1, 3), nn.BatchNorm1d(3))
+
+
+def test_what_is_fused():
+    x = torch.ones(4, 3)
+    assert can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x)
+    assert not can_fuse(nn.BatchNorm1d(3), nn.LeakyReLU(), x)
+    assert not can_fuse(nn.SyncBatchNorm(3), nn.ReLU(), x)
+    assert not can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x.half())
+    assert not can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x[:0])
+    hooked = nn.BatchNorm1d(3)
+    hooked.register_forward_hook(lambda *a: None)
+    assert not can_fuse(hooked, nn.ReLU(), x)
