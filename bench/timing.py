@@ -114,21 +114,22 @@ def time_networks(nets: Dict[str, torch.nn.Module], vs: List[Variant], inp, mode
 # Neighbor-map building
 # ---------------------------------------------------------------------------------------
 def mx_map_build_calls(out_tensor) -> List[Callable]:
-    """Closures rebuilding every map cached in an mx_sparse output tensor (map and its
-    transpose), through the same functions the layers call."""
+    """Closures rebuilding every map cached in an mx_sparse output tensor (map and what
+    training needs for the input gradient), through the same functions the layers call."""
     from mx_sparse.indice_data import build_conv_data, build_subm_data
     calls = []
     for d in out_tensor.indice_dict.values():
         b = out_tensor.batch_size
-        # .nbr_t forces the transpose, which mx_sparse builds lazily (training needs it, and
-        # spconv's rulebook holds both directions)
+        # .gradient_map() forces the transpose where training needs one (strided maps; odd
+        # submanifold maps need none), which mx_sparse builds lazily; spconv's rulebook holds
+        # both directions
         if d.kind == "subm":
             def call(d=d):
-                return build_subm_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation).nbr_t
+                return build_subm_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation).gradient_map()
         else:
             def call(d=d):
                 return build_conv_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.stride, d.padding,
-                                       d.dilation).nbr_t
+                                       d.dilation).gradient_map()
         calls.append(call)
     return calls
 

@@ -4,7 +4,7 @@ Neighbor map: ``nbr[M, K]`` int32; ``nbr[m, k]`` is the input row that weight
 slice ``W[k]`` multiplies for output row ``m``, or -1. ``k`` runs over the kernel
 window in row-major order of ``kernel_size``. Weights are ``[K, Cin/groups, Cout]``.
 """
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import torch
 
@@ -33,14 +33,15 @@ def transpose_map(nbr: torch.Tensor, num_rows: int) -> torch.Tensor:
     return ops.transpose_map(nbr, num_rows)
 
 
-def gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor, nbr_t: torch.Tensor,
+def gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor, nbr_t: Optional[torch.Tensor],
               groups: int = 1) -> torch.Tensor:
     """``out[m] = sum_k features[nbr[m, k]] @ weight[k]`` (per group); differentiable in
-    ``features`` and ``weight`` (the input gradient uses ``nbr_t``)."""
+    ``features`` and ``weight`` (the input gradient uses ``nbr_t``; ``None`` when ``nbr`` is
+    symmetric, i.e. its transpose is ``nbr.flip(1)``: the submanifold map of an odd kernel)."""
     return ops.gather_mm(features, weight, nbr, nbr_t, groups)
 
 
 def gather_mm_backprop_filter(features: torch.Tensor, grad: torch.Tensor, nbr: torch.Tensor,
-                              nbr_t: torch.Tensor, groups: int = 1) -> torch.Tensor:
+                              nbr_t: Optional[torch.Tensor], groups: int = 1) -> torch.Tensor:
     """Weight gradient ``dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]``, shape ``[K, Cin/groups, Cout]``."""
     return ops.gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups)

@@ -23,17 +23,26 @@ class IndiceData:
     _nbr_t: Optional[torch.Tensor] = field(default=None, repr=False)
 
     @property
+    def symmetric(self) -> bool:
+        """Submanifold map of an odd kernel: offset K-1-k is the negation of offset k, so the
+        transpose is the map with its columns reversed. The ops then take ``nbr_t=None`` and
+        run the input gradient on ``nbr`` itself (no second map in memory)."""
+        return self.kind == "subm" and all(k % 2 for k in self.kernel_size)
+
+    @property
     def nbr_t(self) -> torch.Tensor:
         """[N, K] int32, the transpose: built on first use, because only the input gradient
-        and SparseInverseConv read it (inference of ordinary layers never does)."""
+        of non-symmetric maps and SparseInverseConv read it (inference never does)."""
         if self._nbr_t is None:
-            if self.kind == "subm" and all(k % 2 for k in self.kernel_size):
-                # odd kernels are symmetric: offset K-1-k is the negation of offset k, so the
-                # transposed map is the map with its columns reversed
+            if self.symmetric:
                 self._nbr_t = self.nbr.flip(1)
             else:
                 self._nbr_t = F.transpose_map(self.nbr, self.in_indices.shape[0])
         return self._nbr_t
+
+    def gradient_map(self) -> Optional[torch.Tensor]:
+        """What the ops take as ``nbr_t`` for autograd: None for a symmetric map, else the transpose."""
+        return None if self.symmetric else self.nbr_t
 
     def describe(self) -> str:
         return (f"{self.kind} map (kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "

@@ -108,8 +108,32 @@ def test_conv_map_with_many_more_outputs_than_inputs():
 
 
 def test_subm_transpose_of_odd_kernel_is_the_column_flip():
-    """The shortcut conv.py takes for odd submanifold kernels, checked against transpose_map."""
+    """Why odd submanifold maps may go without nbr_t (None), checked against transpose_map."""
     idx = random_voxels([5, 6, 7], 2, density=0.3, seed=8)
     for kernel, dilation in (([3, 3, 3], [1, 1, 1]), ([1, 3, 5], [2, 1, 1])):
         nbr = F.build_subm_map(idx, [5, 6, 7], 2, kernel, dilation)
         assert torch.equal(nbr.flip(1), F.transpose_map(nbr, idx.shape[0]))
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_symmetric_map_without_transpose_gives_the_same_gradients(groups):
+    """nbr_t=None (symmetric map) against the explicit transpose, first and second order,
+    for gather_mm and for gather_mm_backprop_filter (whose own backward calls gather_mm)."""
+    idx = random_voxels([5, 5, 5], 1, density=0.35, seed=4)
+    nbr = F.build_subm_map(idx, [5, 5, 5], 1, [3, 3, 3], [1, 1, 1])
+    nbr_t = F.transpose_map(nbr, idx.shape[0])
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(idx.shape[0], 4, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(27, 4 // groups, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(idx.shape[0], 6, generator=g, dtype=torch.float64, requires_grad=True)
+    for op, a, b in ((F.gather_mm, x, w), (F.gather_mm_backprop_filter, x, dy)):
+        grads = []
+        for t in (nbr_t, None):
+            out = op(a, b, nbr, t, groups)
+            first = torch.autograd.grad(out.square().sum(), (a, b), create_graph=True)
+            second = torch.autograd.grad(sum(f.square().sum() for f in first), (a, b))
+            grads.append([*first, *second])
+        for with_t, without in zip(*grads):
+            torch.testing.assert_close(without, with_t, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups), (x, w))
+    assert torch.autograd.gradgradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups), (x, w))

@@ -35,7 +35,7 @@ void check_float(const at::Tensor& t, const char* name) {
 }
 
 GroupedShape check_gather_mm_args(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
-                                  const at::Tensor& nbr_t, int64_t groups) {
+                                  const std::optional<at::Tensor>& nbr_t, int64_t groups) {
   check_gather_operands(features, nbr, nbr_t, groups);
   check_float(features, "features");
   TORCH_CHECK_VALUE(weight.scalar_type() == features.scalar_type(), "weight: expected dtype ",
@@ -171,7 +171,7 @@ at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& 
 }
 
 at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
-                         const at::Tensor& nbr_t, int64_t groups) {
+                         const std::optional<at::Tensor>& nbr_t, int64_t groups) {
   const GroupedShape s = check_gather_mm_args(features, weight, nbr_in, nbr_t, groups);
   if (use_amx(features, s)) return gather_mm_bf16_amx_cpu(features, weight, nbr_in, s);
   const auto acc = accumulate_type(features.scalar_type());
@@ -322,7 +322,8 @@ void backprop_filter_bf16_amx(const uint16_t* in, const uint16_t* grad, const in
 }
 
 at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::Tensor& grad,
-                                         const at::Tensor& nbr_in, const at::Tensor& nbr_t, int64_t groups) {
+                                         const at::Tensor& nbr_in, const std::optional<at::Tensor>& nbr_t,
+                                         int64_t groups) {
   check_gather_operands(features, nbr_in, nbr_t, groups);
   check_float(features, "features");
   TORCH_CHECK_VALUE(grad.scalar_type() == features.scalar_type(), "grad: expected dtype ", features.scalar_type(),

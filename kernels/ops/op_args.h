@@ -4,6 +4,7 @@
 #pragma once
 #include <torch/types.h>
 #include <c10/util/Exception.h>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -86,13 +87,14 @@ inline void check_map(const at::Tensor& nbr, const char* name) {
 
 // Shared shape checks of gather_mm / gather_mm_backprop_filter.
 inline void check_gather_operands(const at::Tensor& features, const at::Tensor& nbr,
-                                  const at::Tensor& nbr_t, int64_t groups) {
+                                  const std::optional<at::Tensor>& nbr_t, int64_t groups) {
   check_map(nbr, "nbr");
-  check_map(nbr_t, "nbr_t");
   TORCH_CHECK_VALUE(features.dim() == 2, "features: expected [N, C], got ", features.sizes());
   TORCH_CHECK_VALUE(groups >= 1, "groups: expected >= 1, got ", groups);
-  TORCH_CHECK_VALUE(nbr_t.size(1) == nbr.size(1), "nbr_t: expected ", nbr.size(1),
-                    " kernel offsets like nbr, got ", nbr_t.size(1));
+  if (!nbr_t.has_value()) return;  // symmetric map: nbr is its own transpose, offsets reversed
+  check_map(*nbr_t, "nbr_t");
+  TORCH_CHECK_VALUE(nbr_t->size(1) == nbr.size(1), "nbr_t: expected ", nbr.size(1),
+                    " kernel offsets like nbr, got ", nbr_t->size(1));
 }
 
 }  // namespace mxs

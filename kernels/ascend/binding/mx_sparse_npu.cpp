@@ -249,7 +249,7 @@ at::Tensor backprop_filter_one_group(const at::Tensor& features, const at::Tenso
 }  // namespace
 
 at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
-                         const at::Tensor& nbr_t, int64_t groups) {
+                         const std::optional<at::Tensor>& nbr_t, int64_t groups) {
   (void)nbr_t;
   check_float(features, "features");
   check_map(nbr, "nbr");
@@ -267,7 +267,7 @@ at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, c
 }
 
 at::Tensor gather_mm_backprop_filter_npu(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr,
-                                         const at::Tensor& nbr_t, int64_t groups) {
+                                         const std::optional<at::Tensor>& nbr_t, int64_t groups) {
   (void)nbr_t;
   check_float(features, "features");
   check_map(nbr, "nbr");
