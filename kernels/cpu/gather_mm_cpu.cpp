@@ -18,6 +18,7 @@
 #include "gemm_rows.h"
 #include "gemm_rows_amx.h"
 #include "map_column.h"
+#include "parallel_dynamic.h"
 
 namespace mxs {
 namespace {
@@ -77,6 +78,8 @@ int64_t grain_for(int64_t items, double macs_per_item) {
   return items * macs_per_item < kMinParallelMacs ? std::max<int64_t>(items, 1) : 1;
 }
 
+bool worth_parallel(int64_t items, double macs_per_item) { return items * macs_per_item >= kMinParallelMacs; }
+
 // The output-stationary loop shared by every dtype. For each tile of output
 // rows and each offset k it lists the (input row, tile row) pairs and hands them
 // to gemm(n, a_rows, c_rows, k, g) once per group, with the row pointers moved
@@ -88,14 +91,14 @@ void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, con
   const int64_t tile = rows_per_tile(s.cout);
   const int64_t ntiles = (m + tile - 1) / tile;
   // a tile does about tile * kvol / 4 row products (typical LiDAR occupancy)
-  const int64_t grain = grain_for(ntiles, double(tile) * s.kvol / 4 * s.cin_g * s.cout);
-  at::parallel_for(0, ntiles, grain, [&](int64_t tb, int64_t te) {
+  const bool parallel = worth_parallel(ntiles, double(tile) * s.kvol / 4 * s.cin_g * s.cout);
+  parallel_dynamic(ntiles, parallel, [&](auto next_tile) {
     std::vector<Acc> acc(tile * s.cout);
     std::vector<int32_t> in_rows(tile + 16), tile_rows(tile + 16);
     std::vector<const In*> a_rows(tile);
     std::vector<Acc*> c_rows(tile);
     auto gemm = make_gemm();
-    for (int64_t t = tb; t < te; ++t) {
+    for (int64_t t = next_tile(); t < ntiles; t = next_tile()) {
       const int64_t m0 = t * tile, m1 = std::min(m, m0 + tile);
       std::fill(acc.begin(), acc.end(), Acc(0));
       for (int64_t k = 0; k < s.kvol; ++k) {
@@ -272,9 +275,9 @@ void reduce_chunks(const std::vector<PairChunk>& chunks, const GroupedShape& s, 
   const int64_t block = s.cin_g * s.cout;
   const int64_t nchunks = static_cast<int64_t>(chunks.size());
   std::vector<Acc> partials(nchunks * block, Acc(0));
-  at::parallel_for(0, nchunks, grain_for(nchunks, double(kPairsPerChunk) * s.cin_g * s.cout), [&](int64_t cb, int64_t ce) {
+  parallel_dynamic(nchunks, worth_parallel(nchunks, double(kPairsPerChunk) * s.cin_g * s.cout), [&](auto next_chunk) {
     Scratch scratch(s);
-    for (int64_t c = cb; c < ce; ++c) chunk_fn(chunks[c], partials.data() + c * block, scratch);
+    for (int64_t c = next_chunk(); c < nchunks; c = next_chunk()) chunk_fn(chunks[c], partials.data() + c * block, scratch);
   });
   at::parallel_for(0, s.kvol, grain_for(s.kvol, double(nchunks) / s.kvol * block), [&](int64_t kb, int64_t ke) {
     for (int64_t c = 0; c < nchunks; ++c) {
