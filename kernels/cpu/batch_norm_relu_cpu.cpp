@@ -8,13 +8,15 @@
 // The backward reads x and recomputes the ReLU mask, so the layer never keeps y
 // for itself (the next convolution may recompute y too, see the Python side).
 // Every reduction sums fixed row blocks separately and then adds the blocks in
-// order, in double: results are the same for any thread count.
-#include <ATen/Parallel.h>
+// order, in double: results are the same for any thread count. Blocks are handed
+// out dynamically (parallel_dynamic.h), which also evens out a busy machine.
 #include <torch/library.h>
 #include <torch/types.h>
 
 #include <algorithm>
 #include <vector>
+
+#include "parallel_dynamic.h"
 
 namespace mxs {
 namespace {
@@ -41,9 +43,9 @@ std::vector<double> sum_rows(int64_t n, int64_t c, int64_t sums_per_channel, con
   const int64_t nblocks = (n + kRowBlock - 1) / kRowBlock;
   const int64_t width = c * sums_per_channel;
   std::vector<double> partial(nblocks * width, 0.0);
-  at::parallel_for(0, nblocks, 1, [&](int64_t b0, int64_t b1) {
+  parallel_dynamic(nblocks, nblocks > 1, [&](auto next_block) {
     std::vector<T> acc(width);
-    for (int64_t b = b0; b < b1; ++b) {
+    for (int64_t b = next_block(); b < nblocks; b = next_block()) {
       std::fill(acc.begin(), acc.end(), T(0));
       for (int64_t r = b * kRowBlock, end = std::min(n, r + kRowBlock); r < end; ++r) row_fn(r, acc.data());
       for (int64_t j = 0; j < width; ++j) partial[b * width + j] = acc[j];
@@ -53,6 +55,16 @@ std::vector<double> sum_rows(int64_t n, int64_t c, int64_t sums_per_channel, con
   for (int64_t b = 0; b < nblocks; ++b)
     for (int64_t j = 0; j < width; ++j) total[j] += partial[b * width + j];
   return total;
+}
+
+// row_fn(r) for every row, in blocks of kRowBlock rows handed out dynamically.
+template <typename RowFn>
+void for_each_row(int64_t n, const RowFn& row_fn) {
+  const int64_t nblocks = (n + kRowBlock - 1) / kRowBlock;
+  parallel_dynamic(nblocks, nblocks > 1, [&](auto next_block) {
+    for (int64_t b = next_block(); b < nblocks; b = next_block())
+      for (int64_t r = b * kRowBlock, end = std::min(n, r + kRowBlock); r < end; ++r) row_fn(r);
+  });
 }
 
 template <typename T>
@@ -90,9 +102,8 @@ void scale_shift_relu_impl(const at::Tensor& x, const at::Tensor& scale, const a
   const int64_t n = x.size(0), c = x.size(1);
   const T *px = x.data_ptr<T>(), *ps = scale.data_ptr<T>(), *pb = shift.data_ptr<T>();
   T* py = y.data_ptr<T>();
-  at::parallel_for(0, n, kRowBlock, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t j = 0; j < c; ++j) py[r * c + j] = scale_shift_relu_value(px[r * c + j], ps[j], pb[j]);
+  for_each_row(n, [&](int64_t r) {
+    for (int64_t j = 0; j < c; ++j) py[r * c + j] = scale_shift_relu_value(px[r * c + j], ps[j], pb[j]);
   });
 }
 
@@ -130,13 +141,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
   }
   auto dx = at::empty_like(x);
   T* pdx = dx.data_ptr<T>();
-  at::parallel_for(0, n, kRowBlock, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t j = 0; j < c; ++j) {
-        const T xv = px[r * c + j], dyv = pdy[r * c + j];
-        const T g = scale_shift_relu_value(xv, ps[j], pb[j]) > T(0) ? dyv : T(0);
-        pdx[r * c + j] = k_g[j] * g + k_x[j] * (xv - mean_t[j]) + k_0[j];
-      }
+  for_each_row(n, [&](int64_t r) {
+    for (int64_t j = 0; j < c; ++j) {
+      const T xv = px[r * c + j], dyv = pdy[r * c + j];
+      const T g = scale_shift_relu_value(xv, ps[j], pb[j]) > T(0) ? dyv : T(0);
+      pdx[r * c + j] = k_g[j] * g + k_x[j] * (xv - mean_t[j]) + k_0[j];
+    }
   });
   return {dx, dgamma, dbeta};
 }
