@@ -106,10 +106,11 @@ def bench_workload(w, args, vs):
         res["bf16"] = timing.bf16_vs_fp32(nets["mx"], inp, args.repeats, args.budget, args.threads)
         log(f"  bf16: speedup {res['bf16']['speedup']:.2f}x, max rel err {res['bf16']['max_rel_err']:.1e}")
     if not args.no_memory and torch.device(args.device).type == "cpu":
-        res["memory"] = {v.name: memory.measure(w.name, v.name, args.threads)
-                         for v in vs if v.name in ("mx_sparse", "spconv-1t") or v.scatter_fix}
-        log(f"  memory: " + ", ".join(f"{k}={v.get('train', {}).get('extra_mb', float('nan')):.0f}MB"
-                                       for k, v in res["memory"].items()))
+        measured = [v.name for v in vs if v.name in ("mx_sparse", "spconv-1t") or v.scatter_fix]
+        for key, env in (("memory", None), ("memory_held", memory.NO_RETENTION)):
+            res[key] = {name: memory.measure(w.name, name, args.threads, env=env) for name in measured}
+            log(f"  {key}: " + ", ".join(f"{k}={v.get('train', {}).get('extra_mb', float('nan')):.0f}MB"
+                                          for k, v in res[key].items()))
     return res
 
 

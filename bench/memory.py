@@ -5,6 +5,11 @@ In the child: build the network and the input, run one warm-up training step, th
 each phase collect garbage, ``malloc_trim(0)``, reset the high-water mark (``echo 5 > /proc/self/clear_refs``), read VmRSS as
 the baseline, run the phase once and read VmHWM. ``extra = VmHWM - baseline``.
 
+With glibc's defaults, memory a library frees often stays in the heap (the mmap threshold rises
+after the first large free, so later tensors come from the heap and freed ones are kept), and
+the RSS peak then includes what the allocator keeps. ``NO_RETENTION`` fixes the threshold at
+64 KiB: every tensor is its own mapping, returned at free, so the peak is what the library holds.
+
 Run by hand: ``python -m bench.memory WORKLOAD VARIANT THREADS``; prints JSON."""
 import ctypes
 import gc
@@ -12,6 +17,8 @@ import json
 import os
 import subprocess
 import sys
+
+NO_RETENTION = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
 def _status_kb(field: str) -> int:
@@ -64,12 +71,14 @@ def measure_in_child(workload: str, variant: str, threads: int) -> dict:
     return out
 
 
-def measure(workload: str, variant: str, threads: int, timeout: float = 600) -> dict:
-    """Runs ``measure_in_child`` in a new interpreter; returns its result (or the error)."""
+def measure(workload: str, variant: str, threads: int, timeout: float = 600, env: dict = None) -> dict:
+    """Runs ``measure_in_child`` in a new interpreter (with ``env`` added to the environment,
+    e.g. ``NO_RETENTION``); returns its result (or the error)."""
     cmd = [sys.executable, "-m", "bench.memory", workload, variant, str(threads)]
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     try:
-        p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         return dict(error=f"timeout after {timeout}s")
     if p.returncode != 0:

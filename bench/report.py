@@ -76,14 +76,15 @@ def targets(res) -> List[Dict]:
             frac >= 0.6)
     else:
         add("gflops_kitti_b1", "≥ 60 %", "–", None)
-    m = (w or {}).get("memory", {})
-    mx_mb = m.get(MX, {}).get("train", {}).get("extra_mb")
-    sp = [v["train"]["extra_mb"] for k, v in m.items() if k != MX and "train" in v]
-    if mx_mb is not None and sp:
-        r = mx_mb / min(sp)
-        add("memory_kitti_b1", "≤ 0.5×", f"{r:.2f}× ({mx_mb:.0f} MB vs {min(sp):.0f} MB)", r <= 0.5)
-    else:
-        add("memory_kitti_b1", "≤ 0.5×", "–", None)
+    for key, label in (("memory", "memory_kitti_b1"), ("memory_held", "memory_held_kitti_b1")):
+        m = (w or {}).get(key, {})
+        mx_mb = m.get(MX, {}).get("train", {}).get("extra_mb")
+        sp = [v["train"]["extra_mb"] for k, v in m.items() if k != MX and "train" in v]
+        if mx_mb is not None and sp:
+            r = mx_mb / min(sp)
+            add(label, "≤ 0.5×", f"{r:.2f}× ({mx_mb:.0f} MB vs {min(sp):.0f} MB)", r <= 0.5)
+        else:
+            add(label, "≤ 0.5×", "–", None)
     bw = W.get("second_kitti_b1") if "bf16" in W.get("second_kitti_b1", {}) else \
         next((x for x in W.values() if "bf16" in x), None)
     b = (bw or {}).get("bf16")
@@ -123,6 +124,7 @@ TEXT = {
         t_maps_kitti_b1="Neighbor-map building, VoxelBackBone8x, KITTI-like (speedup)",
         t_gflops_kitti_b1="Effective GFLOP/s, fwd+bwd, of the torch.mm ceiling",
         t_memory_kitti_b1="Extra peak RSS during fwd+bwd, relative to spconv",
+        t_memory_held_kitti_b1="The same with allocator retention off (memory held; see the memory section)",
         t_bf16_kitti_b1="bfloat16 fwd+bwd vs our fp32",
         t_small_1k="1 000-voxel VoxelBackBone8x fwd+bwd (speedup)",
         baseline_note="Speedup = spconv time / mx_sparse time, against the **faster correct spconv configuration** "
@@ -155,7 +157,7 @@ TEXT = {
         train_note="Train-mode forward, scalar loss, backward into all weights (no optimizer step).",
         maps="Neighbor-map building, ms, median / min",
         maps_note="All maps of one forward pass (one per indice_key). mx_sparse: `build_subm_map` / `build_conv_map` "
-                  "+ `transpose_map`; spconv: `spconv.pytorch.ops.get_indice_pairs` (its Native rulebook, which "
+                  "+ `transpose_map` where training needs one (strided maps; odd submanifold maps need none); spconv: `spconv.pytorch.ops.get_indice_pairs` (its Native rulebook, which "
                   "serves both directions). The calls are collected from one real forward of each network.",
         h_speedup="speedup", h_speedup_min="speedup (mins)", h_vs_racy="vs {t}t shipped",
         gflops="Effective GFLOP/s and the torch.mm ceiling",
@@ -167,7 +169,12 @@ TEXT = {
         memory="Peak memory over baseline (MB)",
         memory_note="Measured in a fresh subprocess per (configuration, workload): after a warm-up step, the RSS "
                     "high-water mark is reset (`/proc/self/clear_refs`), and VmHWM − VmRSS(before) is recorded for "
-                    "one forward (eval) and one forward+backward.",
+                    "one forward (eval) and one forward+backward, with glibc's default allocator settings.",
+        memory_held_note="The same with `MALLOC_MMAP_THRESHOLD_=65536` in the child's environment. By default glibc "
+                         "raises its mmap threshold after the first large free, so later tensors come from the heap "
+                         "and memory freed during backward stays resident; the RSS peak above then includes what the "
+                         "allocator keeps. With a fixed 64 KiB threshold every tensor is its own mapping, returned at "
+                         "free, so this peak is what each library actually holds (forward / fwd+bwd, MB):",
         h_fwd="forward", h_trainm="fwd+bwd", h_ratio="mx / spconv (fwd+bwd)",
         bf16="bfloat16", bf16_note="mx_sparse with features and all parameters cast to bfloat16, fwd+bwd, "
                                    "alternating with fp32; error of the bf16 eval output relative to fp32.",
@@ -201,6 +208,7 @@ TEXT = {
         t_maps_kitti_b1="邻居表（neighbor map）构建，VoxelBackBone8x，类 KITTI（加速比）",
         t_gflops_kitti_b1="前向+反向有效 GFLOP/s 占 torch.mm 上限的比例",
         t_memory_kitti_b1="前向+反向额外峰值内存（RSS），相对 spconv",
+        t_memory_held_kitti_b1="同上，关闭分配器保留（实际持有的内存；见内存一节）",
         t_bf16_kitti_b1="bfloat16 前向+反向相对本库 fp32",
         t_small_1k="1 000 体素 VoxelBackBone8x 前向+反向（加速比）",
         baseline_note="加速比 = spconv 时间 / mx_sparse 时间，基准取 **spconv 正确配置中较快者**"
@@ -232,7 +240,7 @@ TEXT = {
         train_note="train 模式前向、标量损失、对全部权重反向（不含优化器步骤）。",
         maps="邻居表构建，毫秒，中位数 / 最小值",
         maps_note="一次前向所需的全部邻居表（每个 indice_key 一个）。mx_sparse：`build_subm_map` / `build_conv_map` "
-                  "+ `transpose_map`；spconv：`spconv.pytorch.ops.get_indice_pairs`（其 Native 规则表，正反两个方向共用）。"
+                  "+ `transpose_map`（仅训练需要时：带步长的表；奇数核 submanifold 表不需要）；spconv：`spconv.pytorch.ops.get_indice_pairs`（其 Native 规则表，正反两个方向共用）。"
                   "调用参数取自各网络的一次真实前向。",
         h_speedup="加速比", h_speedup_min="加速比（按最小值）", h_vs_racy="对比 {t} 线程原始版",
         gflops="有效 GFLOP/s 与 torch.mm 上限",
@@ -242,7 +250,11 @@ TEXT = {
         h_ceiling="torch.mm 上限", h_frac="mx 前向+反向 / 上限",
         memory="相对基线的峰值内存（MB）",
         memory_note="每个（配置，负载）在独立子进程中测量：预热一步后重置 RSS 峰值（`/proc/self/clear_refs`），"
-                    "记录一次前向（eval）与一次前向+反向的 VmHWM − VmRSS(开始前)。",
+                    "记录一次前向（eval）与一次前向+反向的 VmHWM − VmRSS(开始前)，glibc 分配器使用默认设置。",
+        memory_held_note="子进程环境中加上 `MALLOC_MMAP_THRESHOLD_=65536` 后重复测量。默认情况下 glibc 在第一次释放大块"
+                         "内存后会提高 mmap 阈值，之后的张量从堆上分配，反向过程中释放的内存仍驻留，上表的 RSS 峰值因此包含"
+                         "分配器保留的部分。阈值固定为 64 KiB 时每个张量单独映射、释放即归还，此峰值即各库实际持有的内存"
+                         "（前向 / 前向+反向，MB）：",
         h_fwd="前向", h_trainm="前向+反向", h_ratio="mx / spconv（前向+反向）",
         bf16="bfloat16", bf16_note="mx_sparse 将特征与全部参数转为 bfloat16，前向+反向，与 fp32 交替运行；"
                                    "误差为 bf16 eval 输出相对 fp32 输出。",
@@ -257,6 +269,26 @@ TEXT = {
                        "`--workloads a,b` 选择负载；结果写入 bench/results/。",
     ),
 }
+
+
+def _memory_table(W, names, key, T) -> List[str]:
+    """Extra peak RSS per configuration (forward / fwd+bwd) and mx_sparse's ratio to the best spconv."""
+    mcols = [x for x in names if any(x in w.get(key, {}) for w in W.values())]
+    rows = []
+    for k, w in W.items():
+        m = w.get(key)
+        if not m:
+            continue
+        cells = []
+        for c in mcols:
+            r = m.get(c, {})
+            cells.append(f"{r['forward']['extra_mb']:.0f} / {r['train']['extra_mb']:.0f}" if "train" in r
+                         else r.get("error", "–"))
+        sp = [m[c]["train"]["extra_mb"] for c in mcols if c != MX and "train" in m.get(c, {})]
+        mxm = m.get(MX, {}).get("train", {}).get("extra_mb")
+        cells.append(f"{mxm / min(sp):.2f}×" if sp and mxm is not None and min(sp) > 0 else "–")
+        rows.append([f"`{k}`"] + cells)
+    return _table([T["h_workload"]] + [f"{c} ({T['h_fwd']} / {T['h_trainm']})" for c in mcols] + [T["h_ratio"]], rows)
 
 
 def _table(header: List[str], rows: List[List[str]]) -> List[str]:
@@ -349,25 +381,10 @@ def markdown(res: Dict, lang: str = "en", chart: Optional[str] = None) -> str:
     L += _table([T["h_workload"], T["h_mx_fwd"], T["h_mx_train"], T["h_sp_fwd"], T["h_sp_train"], T["h_ceiling"],
                  T["h_frac"]], rows)
 
-    if any("memory" in w for w in W.values()):
-        L += [f"## {T['memory']}", "", T["memory_note"], ""]
-        mcols = [x for x in names if any(x in w.get("memory", {}) for w in W.values())]
-        rows = []
-        for k, w in W.items():
-            m = w.get("memory")
-            if not m:
-                continue
-            cells = []
-            for c in mcols:
-                r = m.get(c, {})
-                cells.append(f"{r['forward']['extra_mb']:.0f} / {r['train']['extra_mb']:.0f}" if "train" in r
-                             else r.get("error", "–"))
-            sp = [m[c]["train"]["extra_mb"] for c in mcols if c != MX and "train" in m.get(c, {})]
-            mxm = m.get(MX, {}).get("train", {}).get("extra_mb")
-            cells.append(f"{mxm / min(sp):.2f}×" if sp and mxm is not None and min(sp) > 0 else "–")
-            rows.append([f"`{k}`"] + cells)
-        L += _table([T["h_workload"]] + [f"{c} ({T['h_fwd']} / {T['h_trainm']})" for c in mcols] + [T["h_ratio"]],
-                    rows)
+    for key, note in (("memory", "memory_note"), ("memory_held", "memory_held_note")):
+        if any(key in w for w in W.values()):
+            L += ([f"## {T['memory']}", ""] if key == "memory" else []) + [T[note], ""]
+            L += _memory_table(W, names, key, T)
 
     b16 = [(k, w["bf16"]) for k, w in W.items() if "bf16" in w]
     if b16:

@@ -73,6 +73,24 @@ def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups):
     return features.new_empty((nbr.shape[1], features.shape[1] // groups, grad.shape[1]))
 
 
+@_register_fake("channel_stats")
+def _channel_stats_fake(input):
+    c = input.shape[1]
+    return input.new_empty((c,), dtype=torch.float64), input.new_empty((c,), dtype=torch.float64)
+
+
+@_register_fake("scale_shift_relu")
+def _scale_shift_relu_fake(input, scale, shift):
+    return torch.empty_like(input)
+
+
+@_register_fake("batch_norm_relu_backward")
+def _batch_norm_relu_backward_fake(grad, input, mean, invstd, gamma, scale, shift, batch_stats):
+    c = input.shape[1]
+    return (torch.empty_like(input), input.new_empty((c,), dtype=torch.float64),
+            input.new_empty((c,), dtype=torch.float64))
+
+
 def has_kernel(device_type: str) -> bool:
     """True when this build has mx_sparse kernels for ``device_type`` ('cpu', 'cuda', 'npu')."""
     key = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}.get(device_type)

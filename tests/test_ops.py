@@ -72,6 +72,12 @@ def test_fake_kernels_trace_under_fake_tensor_mode():
         assert tuple(y.shape) == (idx.shape[0], 7)
         dw = F.gather_mm_backprop_filter(feats, y, nbr, nbr, 1)
         assert tuple(dw.shape) == (27, 5, 7)
+        mean, var = mx_sparse._ops.ops.channel_stats(y)
+        assert tuple(mean.shape) == (7,) and mean.dtype == torch.float64
+        z = mx_sparse._ops.ops.scale_shift_relu(y, torch.empty(7), torch.empty(7))
+        dz, dg, db = mx_sparse._ops.ops.batch_norm_relu_backward(z, y, mean, var, mean, torch.empty(7),
+                                                                 torch.empty(7), True)
+        assert z.shape == dz.shape == y.shape and dg.shape == db.shape == (7,)
 
 
 def test_torch_compile_of_gather_mm_matches_eager():
