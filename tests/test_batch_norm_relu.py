@@ -180,3 +180,26 @@ def test_what_is_fused():
     hooked = nn.BatchNorm1d(3)
     hooked.register_forward_hook(lambda *a: None)
     assert not can_fuse(hooked, nn.ReLU(), x)
+
+
+def test_under_torch_checkpoint(monkeypatch):
+    """torch.utils.checkpoint installs its own saved-tensor hooks; they take precedence and the
+    gradients stay those of torch's modules."""
+    from torch.utils.checkpoint import checkpoint
+    torch.manual_seed(0)
+    net = mx_sparse.SparseSequential(block(4, 8, "a"), block(8, 8, "a")).double()
+    ref = copy.deepcopy(net)
+
+    def run(module, x):
+        return checkpoint(lambda f: module(x.replace_feature(f)).features, x.features, use_reentrant=False)
+
+    x = sparse_input()
+    x.features.requires_grad_()
+    run(net, x).square().sum().backward()
+    monkeypatch.setattr(mx_sparse.SparseSequential, "fuse_bn_relu", False)
+    xr = sparse_input()
+    xr.features.requires_grad_()
+    run(ref, xr).square().sum().backward()
+    torch.testing.assert_close(x.features.grad, xr.features.grad, rtol=1e-10, atol=1e-12)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-10, atol=1e-12)
