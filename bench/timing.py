@@ -113,6 +113,10 @@ def time_networks(nets: Dict[str, torch.nn.Module], vs: List[Variant], inp, mode
 # ---------------------------------------------------------------------------------------
 # Neighbor-map building
 # ---------------------------------------------------------------------------------------
+def transpose_of_nonsymmetric(data):
+    return data.nbr if data.symmetric else data.nbr_t
+
+
 def mx_map_build_calls(out_tensor) -> List[Callable]:
     """Closures rebuilding every map cached in an mx_sparse output tensor (map and what
     training needs for the input gradient), through the same functions the layers call."""
@@ -120,16 +124,17 @@ def mx_map_build_calls(out_tensor) -> List[Callable]:
     calls = []
     for d in out_tensor.indice_dict.values():
         b = out_tensor.batch_size
-        # .gradient_map() forces the transpose where training needs one (strided maps; odd
-        # submanifold maps need none), which mx_sparse builds lazily; spconv's rulebook holds
-        # both directions
+        # transpose_of_nonsymmetric also builds the transpose where training needs one (strided
+        # maps, inside backward; odd submanifold maps need none): spconv's rulebook holds both
+        # directions
         if d.kind == "subm":
             def call(d=d):
-                return build_subm_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation).gradient_map()
+                return transpose_of_nonsymmetric(
+                    build_subm_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.dilation))
         else:
             def call(d=d):
-                return build_conv_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size, d.stride, d.padding,
-                                       d.dilation).gradient_map()
+                return transpose_of_nonsymmetric(build_conv_data(d.in_indices, d.in_spatial_shape, b, d.kernel_size,
+                                                                 d.stride, d.padding, d.dilation))
         calls.append(call)
     return calls
 

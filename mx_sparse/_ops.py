@@ -64,12 +64,12 @@ def _transpose_map_fake(nbr, num_rows):
 
 
 @_register_fake("gather_mm")
-def _gather_mm_fake(features, weight, nbr, nbr_t, groups):
+def _gather_mm_fake(features, weight, nbr, nbr_t, groups, symmetric=False):
     return features.new_empty((nbr.shape[0], weight.shape[2]))
 
 
 @_register_fake("gather_mm_backprop_filter")
-def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups):
+def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups, symmetric=False):
     return features.new_empty((nbr.shape[1], features.shape[1] // groups, grad.shape[1]))
 
 

@@ -81,11 +81,11 @@ class SparseConvolution(LayoutAware, SparseModule):
             nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
         else:
             nbr, out_indices, out_shape = data.nbr, data.out_indices, data.out_spatial_shape
-            # The forward never reads nbr_t; it is there for the input gradient. Symmetric maps
-            # need none (None); without autograd (inference) nbr stands in for it.
+            # The forward never reads nbr_t; it is there for the input gradient, which derives
+            # it when not cached (None). Without autograd (inference) nbr stands in for it.
             nbr_t = data.gradient_map() if needs_autograd(x.features, weight) else nbr
         with recomputing_saved_inputs(x.features):
-            features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups)
+            features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups, data.symmetric)
         if self.bias is not None:
             features = features + self.bias.to(features.dtype)
         return x.derive(features, out_indices, out_shape)

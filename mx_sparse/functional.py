@@ -34,14 +34,15 @@ def transpose_map(nbr: torch.Tensor, num_rows: int) -> torch.Tensor:
 
 
 def gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor, nbr_t: Optional[torch.Tensor],
-              groups: int = 1) -> torch.Tensor:
+              groups: int = 1, symmetric: bool = False) -> torch.Tensor:
     """``out[m] = sum_k features[nbr[m, k]] @ weight[k]`` (per group); differentiable in
-    ``features`` and ``weight`` (the input gradient uses ``nbr_t``; ``None`` when ``nbr`` is
-    symmetric, i.e. its transpose is ``nbr.flip(1)``: the submanifold map of an odd kernel)."""
-    return ops.gather_mm(features, weight, nbr, nbr_t, groups)
+    ``features`` and ``weight``. The input gradient uses ``nbr_t``; with ``None`` it is derived
+    in backward: from ``nbr`` itself when ``symmetric`` (its transpose is ``nbr.flip(1)``, as for
+    the submanifold map of an odd kernel), else with ``transpose_map`` (dropped after use)."""
+    return ops.gather_mm(features, weight, nbr, nbr_t, groups, symmetric)
 
 
 def gather_mm_backprop_filter(features: torch.Tensor, grad: torch.Tensor, nbr: torch.Tensor,
-                              nbr_t: Optional[torch.Tensor], groups: int = 1) -> torch.Tensor:
+                              nbr_t: Optional[torch.Tensor], groups: int = 1, symmetric: bool = False) -> torch.Tensor:
     """Weight gradient ``dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]``, shape ``[K, Cin/groups, Cout]``."""
-    return ops.gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups)
+    return ops.gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric)

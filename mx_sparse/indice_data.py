@@ -25,7 +25,7 @@ class IndiceData:
     @property
     def symmetric(self) -> bool:
         """Submanifold map of an odd kernel: offset K-1-k is the negation of offset k, so the
-        transpose is the map with its columns reversed. The ops then take ``nbr_t=None`` and
+        transpose is the map with its columns reversed. The ops then take ``symmetric=True`` and
         run the input gradient on ``nbr`` itself (no second map in memory)."""
         return self.kind == "subm" and all(k % 2 for k in self.kernel_size)
 
@@ -41,8 +41,10 @@ class IndiceData:
         return self._nbr_t
 
     def gradient_map(self) -> Optional[torch.Tensor]:
-        """What the ops take as ``nbr_t`` for autograd: None for a symmetric map, else the transpose."""
-        return None if self.symmetric else self.nbr_t
+        """What the ops take as ``nbr_t`` for autograd: the transpose if this key already holds it
+        (an inverse conv built it), else None: backward derives it (see ``symmetric``) and drops it
+        after use, so a training step keeps no transposed map through the forward pass."""
+        return self._nbr_t if not self.symmetric else None
 
     def describe(self) -> str:
         return (f"{self.kind} map (kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "

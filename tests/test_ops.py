@@ -122,24 +122,29 @@ def test_subm_transpose_of_odd_kernel_is_the_column_flip():
 
 
 @pytest.mark.parametrize("groups", [1, 2])
-def test_symmetric_map_without_transpose_gives_the_same_gradients(groups):
-    """nbr_t=None (symmetric map) against the explicit transpose, first and second order,
-    for gather_mm and for gather_mm_backprop_filter (whose own backward calls gather_mm)."""
+@pytest.mark.parametrize("kind", ["subm", "strided"])
+def test_gradients_without_transpose_match_explicit_transpose(groups, kind):
+    """nbr_t=None (derived in backward: reversed weights for a symmetric map, transpose_map
+    otherwise) against the explicit transpose, first and second order, for gather_mm and for
+    gather_mm_backprop_filter (whose own backward calls gather_mm)."""
     idx = random_voxels([5, 5, 5], 1, density=0.35, seed=4)
-    nbr = F.build_subm_map(idx, [5, 5, 5], 1, [3, 3, 3], [1, 1, 1])
+    if kind == "subm":
+        nbr, symmetric = F.build_subm_map(idx, [5, 5, 5], 1, [3, 3, 3], [1, 1, 1]), True
+    else:
+        nbr, symmetric = F.build_conv_map(idx, [5, 5, 5], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])[1], False
     nbr_t = F.transpose_map(nbr, idx.shape[0])
     g = torch.Generator().manual_seed(1)
     x = torch.randn(idx.shape[0], 4, generator=g, dtype=torch.float64, requires_grad=True)
     w = torch.randn(27, 4 // groups, 6, generator=g, dtype=torch.float64, requires_grad=True)
-    dy = torch.randn(idx.shape[0], 6, generator=g, dtype=torch.float64, requires_grad=True)
+    dy = torch.randn(nbr.shape[0], 6, generator=g, dtype=torch.float64, requires_grad=True)
     for op, a, b in ((F.gather_mm, x, w), (F.gather_mm_backprop_filter, x, dy)):
         grads = []
         for t in (nbr_t, None):
-            out = op(a, b, nbr, t, groups)
+            out = op(a, b, nbr, t, groups, symmetric)
             first = torch.autograd.grad(out.square().sum(), (a, b), create_graph=True)
             second = torch.autograd.grad(sum(f.square().sum() for f in first), (a, b))
             grads.append([*first, *second])
         for with_t, without in zip(*grads):
             torch.testing.assert_close(without, with_t, rtol=1e-12, atol=1e-12)
-    assert torch.autograd.gradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups), (x, w))
-    assert torch.autograd.gradgradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups), (x, w))
+    assert torch.autograd.gradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups, symmetric), (x, w))
+    assert torch.autograd.gradgradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups, symmetric), (x, w))

@@ -81,8 +81,8 @@ def test_inference_builds_no_transposed_maps_and_training_does():
     assert y.indice_dict["s1"]._nbr_t is None
     d1 = y.indice_dict["d1"]
     assert torch.equal(d1._nbr_t, F.transpose_map(d1.nbr, d1.in_indices.shape[0]))
-    # the same outputs with autograd: the strided map's transpose is built, the symmetric
-    # submanifold map needs none (its input gradient runs on nbr with reversed weights)
+    # the same outputs with autograd; the inverse conv caches d1's transpose (its forward map),
+    # the symmetric submanifold map needs none (input gradient on nbr with reversed weights)
     x2 = mx_sparse.SparseConvTensor(feats.clone().requires_grad_(), idx, [8, 9, 10], 2)
     y2 = net(x2)
     torch.testing.assert_close(y2.features, y.features, rtol=0, atol=0)
@@ -92,3 +92,25 @@ def test_inference_builds_no_transposed_maps_and_training_does():
     y2.features.sum().backward()
     assert y2.indice_dict["s1"]._nbr_t is None
     assert x2.features.grad is not None
+
+
+def test_training_keeps_no_transposed_map():
+    """Without an inverse conv, a strided layer's transpose is built inside backward and dropped:
+    nothing in the indice_dict holds one, and the input gradient matches the explicit transpose."""
+    from mx_sparse import functional as F
+    idx = random_voxels([8, 9, 10], 2, density=0.2, seed=12)
+    torch.manual_seed(0)
+    net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(3, 4, 3, indice_key="s1"),
+                                     mx_sparse.SparseConv3d(4, 5, 3, stride=2, padding=1, indice_key="d1")).double()
+    feats = torch.randn(idx.shape[0], 3, dtype=torch.float64, requires_grad=True)
+    y = net(mx_sparse.SparseConvTensor(feats, idx, [8, 9, 10], 2))
+    dy = torch.randn_like(y.features)
+    y.features.backward(dy)
+    assert all(d._nbr_t is None for d in y.indice_dict.values())
+    d1, s1 = y.indice_dict["d1"], y.indice_dict["s1"]
+    h = net[0](mx_sparse.SparseConvTensor(feats.detach(), idx, [8, 9, 10], 2)).features.requires_grad_()
+    w = net[1].weight.detach().reshape(27, 4, 5)
+    dh = F.gather_mm(dy, w.transpose(1, 2).contiguous(), F.transpose_map(d1.nbr, h.shape[0]), d1.nbr, 1)
+    w0 = net[0].weight.detach().reshape(27, 3, 4)
+    dx = F.gather_mm(dh, w0.transpose(1, 2).contiguous(), F.transpose_map(s1.nbr, idx.shape[0]), s1.nbr, 1)
+    torch.testing.assert_close(feats.grad, dx, rtol=1e-12, atol=1e-12)

@@ -174,7 +174,7 @@ at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& 
 }
 
 at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
-                         const std::optional<at::Tensor>& nbr_t, int64_t groups) {
+                         const std::optional<at::Tensor>& nbr_t, int64_t groups, bool /*symmetric: autograd's*/) {
   const GroupedShape s = check_gather_mm_args(features, weight, nbr_in, nbr_t, groups);
   if (use_amx(features, s)) return gather_mm_bf16_amx_cpu(features, weight, nbr_in, s);
   const auto acc = accumulate_type(features.scalar_type());
@@ -326,7 +326,7 @@ void backprop_filter_bf16_amx(const uint16_t* in, const uint16_t* grad, const in
 
 at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::Tensor& grad,
                                          const at::Tensor& nbr_in, const std::optional<at::Tensor>& nbr_t,
-                                         int64_t groups) {
+                                         int64_t groups, bool /*symmetric: autograd's*/) {
   check_gather_operands(features, nbr_in, nbr_t, groups);
   check_float(features, "features");
   TORCH_CHECK_VALUE(grad.scalar_type() == features.scalar_type(), "grad: expected dtype ", features.scalar_type(),

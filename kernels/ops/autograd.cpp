@@ -5,10 +5,11 @@
 //                                               dW = backprop_filter(x, dy, nbr)
 //   dW = backprop_filter(x, dy, nbr)          d(x)  = gather_mm(dy, gW^T, nbr_t)
 //                                               d(dy) = gather_mm(x, gW, nbr)
-// A symmetric map comes without nbr_t (None): its transpose is nbr with offset k
-// read as K-1-k, so gather_mm(dy, W^T, nbr_t) = gather_mm(dy, reversed(W^T), nbr)
-// and no second map is kept. Calling the ops (not kernels) in backward keeps
-// double backward working.
+// When nbr_t does not come with the call it is derived where needed: a
+// symmetric map's transpose is nbr with offset k read as K-1-k, so
+// gather_mm(dy, W^T, nbr_t) = gather_mm(dy, reversed(W^T), nbr); any other map
+// is transposed inside backward and dropped after use. Calling the ops (not
+// kernels) in backward keeps double backward working.
 #include <torch/autograd.h>
 #include <torch/library.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -21,24 +22,35 @@ using torch::autograd::variable_list;
 
 using MaybeMap = std::optional<at::Tensor>;
 
-MaybeMap as_map(const at::Tensor& saved) { return saved.defined() ? MaybeMap(saved) : std::nullopt; }
+// What the input gradient runs on: the map, and its transpose if given.
+struct MapPair {
+  at::Tensor nbr;
+  MaybeMap nbr_t;
+  bool symmetric;
+};
 
 at::Tensor call_gather_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& nbr, const MaybeMap& nbr_t,
-                          int64_t groups) {
+                          int64_t groups, bool symmetric) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mx_sparse::gather_mm", "")
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const MaybeMap&,
-                                         int64_t)>();
-  return op.call(x, w, nbr, nbr_t, groups);
+                                         int64_t, bool)>();
+  return op.call(x, w, nbr, nbr_t, groups, symmetric);
 }
 
-at::Tensor call_backprop_filter(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& nbr,
-                                const MaybeMap& nbr_t, int64_t groups) {
+at::Tensor call_backprop_filter(const at::Tensor& x, const at::Tensor& dy, const MapPair& maps, int64_t groups) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mx_sparse::gather_mm_backprop_filter", "")
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const MaybeMap&,
-                                         int64_t)>();
-  return op.call(x, dy, nbr, nbr_t, groups);
+                                         int64_t, bool)>();
+  return op.call(x, dy, maps.nbr, maps.nbr_t, groups, maps.symmetric);
+}
+
+at::Tensor call_transpose_map(const at::Tensor& nbr, int64_t num_rows) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mx_sparse::transpose_map", "")
+                       .typed<at::Tensor(const at::Tensor&, int64_t)>();
+  return op.call(nbr, num_rows);
 }
 
 // [K, Cin/G, Cout] -> [K, Cout/G, Cin]: per group, each W[k] block transposed.
@@ -47,64 +59,75 @@ at::Tensor transpose_grouped(const at::Tensor& w, int64_t groups) {
   return w.view({k, cin_g, groups, cout_g}).permute({0, 3, 2, 1}).reshape({k, cout_g, groups * cin_g});
 }
 
-// sum_k g[nbr_t[i, k]] @ w[k]^T: the input gradient of gather_mm(., w, nbr, nbr_t).
-at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const at::Tensor& nbr, const MaybeMap& nbr_t,
+// sum_k g[nbr_t[i, k]] @ w[k]^T for the num_rows input rows i: the input
+// gradient of gather_mm(., w, nbr, nbr_t).
+at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPair& maps, int64_t num_rows,
                           int64_t groups) {
   const at::Tensor wt = transpose_grouped(w, groups);
-  if (nbr_t.has_value()) return call_gather_mm(g, wt, *nbr_t, nbr, groups);
-  return call_gather_mm(g, wt.flip(0), nbr, std::nullopt, groups);  // symmetric map
+  if (maps.nbr_t.has_value()) return call_gather_mm(g, wt, *maps.nbr_t, maps.nbr, groups, false);
+  if (maps.symmetric) return call_gather_mm(g, wt.flip(0), maps.nbr, std::nullopt, groups, true);
+  return call_gather_mm(g, wt, call_transpose_map(maps.nbr, num_rows), maps.nbr, groups, false);
+}
+
+void save(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, const MapPair& maps, int64_t groups) {
+  ctx->save_for_backward({a, b, maps.nbr, maps.nbr_t.value_or(at::Tensor())});
+  ctx->saved_data["groups"] = groups;
+  ctx->saved_data["symmetric"] = maps.symmetric;
+}
+
+MapPair saved_maps(AutogradContext* ctx, const variable_list& saved) {
+  return {saved[2], saved[3].defined() ? MaybeMap(saved[3]) : std::nullopt, ctx->saved_data["symmetric"].toBool()};
 }
 
 class GatherMm : public torch::autograd::Function<GatherMm> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& nbr,
-                            const MaybeMap& nbr_t, int64_t groups) {
-    ctx->save_for_backward({x, w, nbr, nbr_t.value_or(at::Tensor())});
-    ctx->saved_data["groups"] = groups;
+                            const MaybeMap& nbr_t, int64_t groups, bool symmetric) {
+    save(ctx, x, w, {nbr, nbr_t, symmetric}, groups);
     at::AutoDispatchBelowADInplaceOrView guard;
-    return call_gather_mm(x, w, nbr, nbr_t, groups);
+    return call_gather_mm(x, w, nbr, nbr_t, groups, symmetric);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const int64_t groups = ctx->saved_data["groups"].toInt();
+    const MapPair maps = saved_maps(ctx, saved);
     const at::Tensor& dy = grads[0];
     at::Tensor dx, dw;
-    const MaybeMap nbr_t = as_map(saved[3]);
-    if (ctx->needs_input_grad(0)) dx = input_gradient(dy, saved[1], saved[2], nbr_t, groups);
-    if (ctx->needs_input_grad(1)) dw = call_backprop_filter(saved[0], dy, saved[2], nbr_t, groups);
-    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor()};
+    if (ctx->needs_input_grad(0)) dx = input_gradient(dy, saved[1], maps, saved[0].size(0), groups);
+    if (ctx->needs_input_grad(1)) dw = call_backprop_filter(saved[0], dy, maps, groups);
+    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 class BackpropFilter : public torch::autograd::Function<BackpropFilter> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& dy, const at::Tensor& nbr,
-                            const MaybeMap& nbr_t, int64_t groups) {
-    ctx->save_for_backward({x, dy, nbr, nbr_t.value_or(at::Tensor())});
-    ctx->saved_data["groups"] = groups;
+                            const MaybeMap& nbr_t, int64_t groups, bool symmetric) {
+    const MapPair maps{nbr, nbr_t, symmetric};
+    save(ctx, x, dy, maps, groups);
     at::AutoDispatchBelowADInplaceOrView guard;
-    return call_backprop_filter(x, dy, nbr, nbr_t, groups);
+    return call_backprop_filter(x, dy, maps, groups);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const int64_t groups = ctx->saved_data["groups"].toInt();
+    const MapPair maps = saved_maps(ctx, saved);
     const at::Tensor& gw = grads[0];
     at::Tensor dx, ddy;
-    const MaybeMap nbr_t = as_map(saved[3]);
-    if (ctx->needs_input_grad(0)) dx = input_gradient(saved[1], gw, saved[2], nbr_t, groups);
-    if (ctx->needs_input_grad(1)) ddy = call_gather_mm(saved[0], gw, saved[2], nbr_t, groups);
-    return {dx, ddy, at::Tensor(), at::Tensor(), at::Tensor()};
+    if (ctx->needs_input_grad(0)) dx = input_gradient(saved[1], gw, maps, saved[0].size(0), groups);
+    if (ctx->needs_input_grad(1)) ddy = call_gather_mm(saved[0], gw, maps.nbr, maps.nbr_t, groups, maps.symmetric);
+    return {dx, ddy, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
 at::Tensor gather_mm_autograd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& nbr, const MaybeMap& nbr_t,
-                              int64_t groups) {
-  return GatherMm::apply(x, w, nbr, nbr_t, groups);
+                              int64_t groups, bool symmetric) {
+  return GatherMm::apply(x, w, nbr, nbr_t, groups, symmetric);
 }
 
 at::Tensor backprop_filter_autograd(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& nbr,
-                                    const MaybeMap& nbr_t, int64_t groups) {
-  return BackpropFilter::apply(x, dy, nbr, nbr_t, groups);
+                                    const MaybeMap& nbr_t, int64_t groups, bool symmetric) {
+  return BackpropFilter::apply(x, dy, nbr, nbr_t, groups, symmetric);
 }
 
 }  // namespace

@@ -21,14 +21,17 @@ TORCH_LIBRARY(mx_sparse, m) {
   m.def("transpose_map(Tensor nbr, int num_rows) -> Tensor");
   // out[m] = sum_k features[nbr[m, k]] @ weight[k]   (per group).
   // nbr_t is not read by the forward; it is the map autograd needs for the
-  // input gradient, passed in so it is built once per indice_key. None means
-  // nbr is symmetric: its transpose is nbr with the offsets reversed (the
-  // submanifold map of an odd kernel, where offset K-1-k is -offset k), so the
-  // input gradient runs on nbr itself with the weight slices reversed.
-  m.def("gather_mm(Tensor features, Tensor weight, Tensor nbr, Tensor? nbr_t, int groups) -> Tensor");
+  // input gradient, passed in when it is cached anyway (an indice_key that an
+  // inverse conv also uses). None: autograd derives it when the input gradient
+  // is needed; with `symmetric` (nbr's transpose is nbr with the offsets
+  // reversed: the submanifold map of an odd kernel, where offset K-1-k is
+  // -offset k) by running on nbr itself with the weight slices reversed, else
+  // by transpose_map inside backward, so no transposed map outlives its use.
+  m.def("gather_mm(Tensor features, Tensor weight, Tensor nbr, Tensor? nbr_t, int groups, "
+        "bool symmetric=False) -> Tensor");
   // dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]   (per group).
   m.def("gather_mm_backprop_filter(Tensor features, Tensor grad, Tensor nbr, Tensor? nbr_t, "
-        "int groups) -> Tensor");
+        "int groups, bool symmetric=False) -> Tensor");
   // BatchNorm + ReLU on features [N, C] (mx_sparse/batch_norm_relu.py builds the
   // fused layer from these). Statistics are float64: mean and biased variance.
   m.def("channel_stats(Tensor input) -> (Tensor, Tensor)");

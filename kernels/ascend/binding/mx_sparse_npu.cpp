@@ -249,8 +249,8 @@ at::Tensor backprop_filter_one_group(const at::Tensor& features, const at::Tenso
 }  // namespace
 
 at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
-                         const std::optional<at::Tensor>& nbr_t, int64_t groups) {
-  (void)nbr_t;
+                         const std::optional<at::Tensor>& nbr_t, int64_t groups, bool symmetric) {
+  (void)nbr_t, (void)symmetric;  // read by autograd only
   check_float(features, "features");
   check_map(nbr, "nbr");
   TORCH_CHECK_VALUE(weight.scalar_type() == features.scalar_type() && weight.dim() == 3 &&
@@ -267,8 +267,8 @@ at::Tensor gather_mm_npu(const at::Tensor& features, const at::Tensor& weight, c
 }
 
 at::Tensor gather_mm_backprop_filter_npu(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr,
-                                         const std::optional<at::Tensor>& nbr_t, int64_t groups) {
-  (void)nbr_t;
+                                         const std::optional<at::Tensor>& nbr_t, int64_t groups, bool symmetric) {
+  (void)nbr_t, (void)symmetric;  // read by autograd only
   check_float(features, "features");
   check_map(nbr, "nbr");
   TORCH_CHECK_VALUE(grad.scalar_type() == features.scalar_type() && grad.dim() == 2 && grad.size(0) == nbr.size(0),
