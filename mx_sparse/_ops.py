@@ -73,10 +73,11 @@ def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups, symmetri
     return features.new_empty((nbr.shape[1], features.shape[1] // groups, grad.shape[1]))
 
 
-@_register_fake("channel_stats")
-def _channel_stats_fake(input):
+@_register_fake("batch_norm_relu_forward")
+def _batch_norm_relu_forward_fake(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
     c = input.shape[1]
-    return input.new_empty((c,), dtype=torch.float64), input.new_empty((c,), dtype=torch.float64)
+    stats = [input.new_empty((c,), dtype=torch.float64) for _ in range(2)]
+    return (torch.empty_like(input), *stats, input.new_empty((c,)), input.new_empty((c,)))
 
 
 @_register_fake("scale_shift_relu")
@@ -85,10 +86,9 @@ def _scale_shift_relu_fake(input, scale, shift):
 
 
 @_register_fake("batch_norm_relu_backward")
-def _batch_norm_relu_backward_fake(grad, input, mean, invstd, gamma, scale, shift, batch_stats):
+def _batch_norm_relu_backward_fake(grad, input, mean, invstd, weight, scale, shift, batch_stats):
     c = input.shape[1]
-    return (torch.empty_like(input), input.new_empty((c,), dtype=torch.float64),
-            input.new_empty((c,), dtype=torch.float64))
+    return torch.empty_like(input), input.new_empty((c,)), input.new_empty((c,))
 
 
 def has_kernel(device_type: str) -> bool:

@@ -21,6 +21,7 @@ from torch import nn
 from ._ops import ops
 
 _RECIPE = "_mx_sparse_recompute"   # attribute of y: how to recompute it
+_FUSED_DTYPES = (torch.float32, torch.float64)
 
 
 @dataclass
@@ -47,78 +48,58 @@ def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
         return False
     if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
         return False
-    if features.device.type != "cpu" or features.dtype not in (torch.float32, torch.float64):
+    if features.device.type != "cpu" or features.dtype not in _FUSED_DTYPES:
         return False
-    params = [t for t in (bn.weight, bn.bias, bn.running_mean, bn.running_var) if t is not None]
-    return features.dim() == 2 and features.shape[0] > 0 and all(t.dtype == features.dtype for t in params)
+    # the dicts directly: nn.Module.__getattr__ per tensor costs more than the fused kernel saves
+    # on a small batch
+    tensors = list(bn._parameters.values()) + [bn._buffers.get("running_mean"), bn._buffers.get("running_var")]
+    return (features.dim() == 2 and features.shape[0] > 0
+            and all(t is None or t.dtype == features.dtype for t in tensors))
 
 
 def batch_norm_relu(x: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
-    """``relu(bn(x))`` for ``x [N, C]``, updating ``bn``'s running statistics as ``bn(x)`` would."""
+    """``relu(bn(x))`` for ``x [N, C]``, updating ``bn``'s running statistics as ``bn(x)`` would
+    (torch's rules: batch statistics in training or without running statistics; the batch
+    counter; ``momentum=None`` is the cumulative average)."""
     batch_stats = bn.training or (bn.running_mean is None and bn.running_var is None)
-    if batch_stats:
-        if x.shape[0] < 2 and bn.training:
-            raise ValueError(f"input: BatchNorm1d in training mode needs more than 1 value per channel, "
-                             f"got input of shape {list(x.shape)}")
-        with torch.no_grad():
-            mean, var = ops.channel_stats(x)
-            _update_running_stats(bn, mean, var, x.shape[0])
-    else:
-        mean, var = bn.running_mean.double(), bn.running_var.double()
-    invstd = (var + bn.eps).rsqrt()
-    gamma = bn.weight if bn.affine else None
-    beta = bn.bias if bn.affine else None
-    y = _BatchNormReLU.apply(x, gamma, beta, mean, invstd, batch_stats)
-    scale, shift = _scale_shift(gamma, beta, mean, invstd, x.dtype)
-    setattr(y, _RECIPE, _Recipe(x, x._version, y._version, scale, shift))
-    return y
-
-
-def _update_running_stats(bn: nn.BatchNorm1d, mean: torch.Tensor, var: torch.Tensor, n: int) -> None:
-    """torch's rule: count the batch, then blend with ``momentum`` (cumulative average when
-    ``momentum`` is None); the running variance is the unbiased one."""
-    if not (bn.training and bn.track_running_stats):
-        return
-    factor = bn.momentum if bn.momentum is not None else 0.0
-    if bn.num_batches_tracked is not None:
+    if batch_stats and bn.training and x.shape[0] < 2:
+        raise ValueError(f"input: BatchNorm1d in training mode needs more than 1 value per channel, "
+                         f"got input of shape {list(x.shape)}")
+    momentum = bn.momentum if bn.momentum is not None else 0.0
+    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
         bn.num_batches_tracked.add_(1)
         if bn.momentum is None:
-            factor = 1.0 / float(bn.num_batches_tracked)
-    if bn.running_mean is not None:
-        bn.running_mean.copy_((1 - factor) * bn.running_mean.double() + factor * mean)
-        bn.running_var.copy_((1 - factor) * bn.running_var.double() + factor * var * (n / (n - 1)))
-
-
-def _scale_shift(gamma, beta, mean, invstd, dtype):
-    """y = relu(x * scale + shift) with scale = gamma * invstd, shift = beta - mean * scale (float64 math)."""
-    scale = invstd if gamma is None else gamma.detach().double() * invstd
-    shift = -mean * scale if beta is None else beta.detach().double() - mean * scale
-    return scale.to(dtype), shift.to(dtype)
+            momentum = 1.0 / float(bn.num_batches_tracked)
+    use_running = not bn.training or bn.track_running_stats
+    running = (bn.running_mean, bn.running_var) if use_running else (None, None)
+    gamma, beta = (bn.weight, bn.bias) if bn.affine else (None, None)
+    return _BatchNormReLU.apply(x, gamma, beta, *running, batch_stats, momentum, bn.eps)
 
 
 class _BatchNormReLU(torch.autograd.Function):
-    """Differentiable in x, gamma and beta; mean and invstd are float64 constants here, their
-    dependence on x (batch statistics) is inside batch_norm_relu_backward's formula."""
+    """Differentiable in x, gamma and beta; the statistics' dependence on x (batch statistics)
+    is inside batch_norm_relu_backward's formula. Marks its output with the recipe that
+    recomputes it (x, scale, shift)."""
 
     @staticmethod
-    def forward(ctx, x, gamma, beta, mean, invstd, batch_stats):
-        scale, shift = _scale_shift(gamma, beta, mean, invstd, x.dtype)
-        gamma64 = torch.ones_like(mean) if gamma is None else gamma.detach().double()
-        ctx.save_for_backward(x, gamma64, mean, invstd, scale, shift)
+    def forward(ctx, x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps):
+        y, mean, invstd, scale, shift = ops.batch_norm_relu_forward(
+            x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps)
+        ctx.save_for_backward(x, gamma, mean, invstd, scale, shift)
         ctx.batch_stats = batch_stats
-        return ops.scale_shift_relu(x, scale, shift)
+        setattr(y, _RECIPE, _Recipe(x, x._version, y._version, scale, shift))
+        return y
 
     @staticmethod
     def backward(ctx, dy):
         if torch.is_grad_enabled():
             raise RuntimeError("mx_sparse: double backward through a fused BatchNorm1d+ReLU is not supported; "
                                "set mx_sparse.SparseSequential.fuse_bn_relu = False to use torch's modules")
-        x, gamma64, mean, invstd, scale, shift = ctx.saved_tensors
-        dx, dgamma, dbeta = ops.batch_norm_relu_backward(dy, x, mean, invstd, gamma64, scale, shift,
-                                                         ctx.batch_stats)
+        x, gamma, mean, invstd, scale, shift = ctx.saved_tensors
+        dx, dgamma, dbeta = ops.batch_norm_relu_backward(dy, x, mean, invstd, gamma, scale, shift, ctx.batch_stats)
         needs = ctx.needs_input_grad
-        return (dx if needs[0] else None, dgamma.to(x.dtype) if needs[1] else None,
-                dbeta.to(x.dtype) if needs[2] else None, None, None, None)
+        return (dx if needs[0] else None, dgamma if needs[1] else None, dbeta if needs[2] else None,
+                None, None, None, None, None)
 
 
 def _pack(t: torch.Tensor):

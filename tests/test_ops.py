@@ -72,11 +72,11 @@ def test_fake_kernels_trace_under_fake_tensor_mode():
         assert tuple(y.shape) == (idx.shape[0], 7)
         dw = F.gather_mm_backprop_filter(feats, y, nbr, nbr, 1)
         assert tuple(dw.shape) == (27, 5, 7)
-        mean, var = mx_sparse._ops.ops.channel_stats(y)
-        assert tuple(mean.shape) == (7,) and mean.dtype == torch.float64
-        z = mx_sparse._ops.ops.scale_shift_relu(y, torch.empty(7), torch.empty(7))
-        dz, dg, db = mx_sparse._ops.ops.batch_norm_relu_backward(z, y, mean, var, mean, torch.empty(7),
-                                                                 torch.empty(7), True)
+        ops = mx_sparse._ops.ops
+        z, mean, invstd, scale, shift = ops.batch_norm_relu_forward(y, None, None, None, None, True, 0.1, 1e-5)
+        assert z.shape == y.shape and mean.dtype == torch.float64 and scale.shape == (7,)
+        z = ops.scale_shift_relu(y, scale, shift)
+        dz, dg, db = ops.batch_norm_relu_backward(z, y, mean, invstd, None, scale, shift, True)
         assert z.shape == dz.shape == y.shape and dg.shape == db.shape == (7,)
 
 

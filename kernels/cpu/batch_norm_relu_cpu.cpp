@@ -1,12 +1,16 @@
 // BatchNorm followed by ReLU on the features [N, C] of a sparse tensor, as the
 // three kernels the fused layer (mx_sparse/batch_norm_relu.py) is built from:
 //
-//   channel_stats(x)                      per-channel mean and biased variance
-//   scale_shift_relu(x, scale, shift)     y = max(x * scale + shift, 0)
+//   batch_norm_relu_forward(x, ...)       statistics (or the running ones), the
+//                                         running-statistics update, and
+//                                         y = max(x * scale + shift, 0)
+//   scale_shift_relu(x, scale, shift)     y again (the recompute in backward)
 //   batch_norm_relu_backward(dy, x, ...)  dx, dgamma, dbeta from x, not from y
 //
 // The backward reads x and recomputes the ReLU mask, so the layer never keeps y
 // for itself (the next convolution may recompute y too, see the Python side).
+// The per-channel arithmetic is here too, in double: a Python version cost
+// ~100 us per layer in small tensor ops, which dominates small batches.
 // Every reduction sums fixed row blocks separately and then adds the blocks in
 // order, in double: results are the same for any thread count. Blocks are handed
 // out dynamically (parallel_dynamic.h), which also evens out a busy machine.
@@ -14,6 +18,8 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <vector>
 
 #include "parallel_dynamic.h"
@@ -73,28 +79,21 @@ inline T scale_shift_relu_value(T x, T scale, T shift) {
   return z > T(0) ? z : T(0);
 }
 
+// Per-channel mean and biased variance (two passes: no cancellation when |mean| >> std).
 template <typename T>
-std::tuple<at::Tensor, at::Tensor> channel_stats_impl(const at::Tensor& x) {
-  const int64_t n = x.size(0), c = x.size(1);
-  const T* px = x.data_ptr<T>();
+void channel_stats(const T* px, int64_t n, int64_t c, std::vector<double>& mean, std::vector<double>& var) {
   const std::vector<double> sum = sum_rows<T>(n, c, 1, [&](int64_t r, T* __restrict acc) {
     for (int64_t j = 0; j < c; ++j) acc[j] += px[r * c + j];
   });
-  auto mean = at::empty({c}, x.options().dtype(at::kDouble));
-  double* pm = mean.data_ptr<double>();
   std::vector<T> mean_t(c);
-  for (int64_t j = 0; j < c; ++j) pm[j] = sum[j] / double(n), mean_t[j] = T(pm[j]);
-  // Second pass around the mean: no cancellation when |mean| >> std.
+  for (int64_t j = 0; j < c; ++j) mean[j] = sum[j] / double(n), mean_t[j] = T(mean[j]);
   const std::vector<double> sq = sum_rows<T>(n, c, 1, [&](int64_t r, T* __restrict acc) {
     for (int64_t j = 0; j < c; ++j) {
       const T d = px[r * c + j] - mean_t[j];
       acc[j] += d * d;
     }
   });
-  auto var = at::empty({c}, mean.options());
-  double* pv = var.data_ptr<double>();
-  for (int64_t j = 0; j < c; ++j) pv[j] = sq[j] / double(n);
-  return {mean, var};
+  for (int64_t j = 0; j < c; ++j) var[j] = sq[j] / double(n);
 }
 
 template <typename T>
@@ -107,20 +106,60 @@ void scale_shift_relu_impl(const at::Tensor& x, const at::Tensor& scale, const a
   });
 }
 
+// Per-channel vectors travel as std::vector<double>: converting them with small
+// tensor ops costs more than the whole kernel on a 1,000-voxel layer.
+std::vector<double> channel_values(const std::optional<at::Tensor>& t, int64_t c, double fill, const char* name) {
+  std::vector<double> v(c, fill);
+  if (!t.has_value()) return v;
+  TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == c, name, ": expected [", c, "] (one per channel), got ",
+                    t->sizes());
+  TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, name,
+                    ": expected float32 or float64, got ", t->scalar_type());
+  const at::Tensor d = t->contiguous();
+  if (d.scalar_type() == at::kFloat)
+    std::copy(d.data_ptr<float>(), d.data_ptr<float>() + c, v.begin());
+  else
+    std::copy(d.data_ptr<double>(), d.data_ptr<double>() + c, v.begin());
+  return v;
+}
+
+std::vector<double> channel_values(const at::Tensor& t, int64_t c, const char* name) {
+  return channel_values(std::optional<at::Tensor>(t), c, 0.0, name);
+}
+
+at::Tensor channel_tensor(const std::vector<double>& v, at::ScalarType dtype) {
+  at::Tensor t = at::empty({int64_t(v.size())}, at::TensorOptions().dtype(dtype));
+  if (dtype == at::kFloat)
+    std::copy(v.begin(), v.end(), t.data_ptr<float>());
+  else
+    std::copy(v.begin(), v.end(), t.data_ptr<double>());
+  return t;
+}
+
+// running <- (1 - momentum) * running + momentum * batch, computed in double.
+void blend_into(const std::optional<at::Tensor>& running, const std::vector<double>& batch, double momentum,
+                const char* name) {
+  if (!running.has_value()) return;
+  const int64_t c = int64_t(batch.size());
+  std::vector<double> v = channel_values(running, c, 0.0, name);
+  for (int64_t j = 0; j < c; ++j) v[j] = (1 - momentum) * v[j] + momentum * batch[j];
+  running->copy_(channel_tensor(v, running->scalar_type()));
+}
+
 // g = dy where the ReLU passed (x * scale + shift > 0), else 0; xhat = (x - mean) * invstd.
 //   dbeta = sum g, dgamma = sum g * xhat
 //   batch statistics:   dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat))
 //   running statistics: dx = gamma * invstd * g
 template <typename T>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& dy, const at::Tensor& x,
-                                                             const at::Tensor& mean, const at::Tensor& invstd,
-                                                             const at::Tensor& gamma, const at::Tensor& scale,
-                                                             const at::Tensor& shift, bool batch_stats) {
+                                                             const std::vector<double>& mean,
+                                                             const std::vector<double>& invstd,
+                                                             const std::vector<double>& gamma, const T* ps,
+                                                             const T* pb, bool batch_stats) {
   const int64_t n = x.size(0), c = x.size(1);
-  const T *px = x.data_ptr<T>(), *pdy = dy.data_ptr<T>(), *ps = scale.data_ptr<T>(), *pb = shift.data_ptr<T>();
-  const double *pmean = mean.data_ptr<double>(), *pinv = invstd.data_ptr<double>(), *pgam = gamma.data_ptr<double>();
+  const T *px = x.data_ptr<T>(), *pdy = dy.data_ptr<T>();
   std::vector<T> mean_t(c), inv_t(c);
-  for (int64_t j = 0; j < c; ++j) mean_t[j] = T(pmean[j]), inv_t[j] = T(pinv[j]);
+  for (int64_t j = 0; j < c; ++j) mean_t[j] = T(mean[j]), inv_t[j] = T(invstd[j]);
   const std::vector<double> sums = sum_rows<T>(n, c, 2, [&](int64_t r, T* __restrict acc) {
     for (int64_t j = 0; j < c; ++j) {
       const T xv = px[r * c + j], dyv = pdy[r * c + j];  // both loaded: a branch-free select vectorises
@@ -129,14 +168,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
       acc[c + j] += g * ((xv - mean_t[j]) * inv_t[j]);
     }
   });
-  auto dbeta = at::empty({c}, mean.options()), dgamma = at::empty({c}, mean.options());
   std::vector<T> k_g(c), k_x(c), k_0(c);  // dx = k_g * g + k_x * (x - mean) + k_0
   for (int64_t j = 0; j < c; ++j) {
-    dbeta.data_ptr<double>()[j] = sums[j];
-    dgamma.data_ptr<double>()[j] = sums[c + j];
-    const double a = pgam[j] * pinv[j];
+    const double a = gamma[j] * invstd[j];
     k_g[j] = T(a);
-    k_x[j] = batch_stats ? T(-a * pinv[j] * sums[c + j] / double(n)) : T(0);
+    k_x[j] = batch_stats ? T(-a * invstd[j] * sums[c + j] / double(n)) : T(0);
     k_0[j] = batch_stats ? T(-a * sums[j] / double(n)) : T(0);
   }
   auto dx = at::empty_like(x);
@@ -148,14 +184,51 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
       pdx[r * c + j] = k_g[j] * g + k_x[j] * (xv - mean_t[j]) + k_0[j];
     }
   });
-  return {dx, dgamma, dbeta};
+  const std::vector<double> dbeta(sums.begin(), sums.begin() + c), dgamma(sums.begin() + c, sums.end());
+  return {dx, channel_tensor(dgamma, x.scalar_type()), channel_tensor(dbeta, x.scalar_type())};
 }
 
-std::tuple<at::Tensor, at::Tensor> channel_stats_cpu(const at::Tensor& input) {
+// (y, mean, invstd, scale, shift): batch statistics (updating the running ones
+// with momentum, unbiased variance, when given) or, without batch_stats, the
+// running statistics; scale = gamma * invstd, shift = beta - mean * scale.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_forward_cpu(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool batch_stats,
+    double momentum, double eps) {
   check_features(input, "input");
-  TORCH_CHECK_VALUE(input.size(0) > 0, "input: expected at least one row to take statistics over, got 0");
   const at::Tensor x = input.contiguous();
-  return x.scalar_type() == at::kFloat ? channel_stats_impl<float>(x) : channel_stats_impl<double>(x);
+  const int64_t n = x.size(0), c = x.size(1);
+  std::vector<double> mean(c), var(c);
+  if (batch_stats) {
+    TORCH_CHECK_VALUE(n > 0, "input: expected at least one row to take statistics over, got 0");
+    if (x.scalar_type() == at::kFloat)
+      channel_stats(x.data_ptr<float>(), n, c, mean, var);
+    else
+      channel_stats(x.data_ptr<double>(), n, c, mean, var);
+    std::vector<double> unbiased(var);
+    for (double& v : unbiased) v *= n > 1 ? double(n) / double(n - 1) : 1.0;
+    blend_into(running_mean, mean, momentum, "running_mean");
+    blend_into(running_var, unbiased, momentum, "running_var");
+  } else {
+    TORCH_CHECK_VALUE(running_mean.has_value() && running_var.has_value(),
+                      "running_mean, running_var: expected both without batch statistics");
+    mean = channel_values(running_mean, c, 0.0, "running_mean");
+    var = channel_values(running_var, c, 0.0, "running_var");
+  }
+  const std::vector<double> gamma = channel_values(weight, c, 1.0, "weight"), beta = channel_values(bias, c, 0.0, "bias");
+  std::vector<double> invstd(c), scale(c), shift(c);
+  for (int64_t j = 0; j < c; ++j) {
+    invstd[j] = 1.0 / std::sqrt(var[j] + eps);
+    scale[j] = gamma[j] * invstd[j];
+    shift[j] = beta[j] - mean[j] * scale[j];
+  }
+  const at::Tensor s = channel_tensor(scale, x.scalar_type()), b = channel_tensor(shift, x.scalar_type());
+  at::Tensor y = at::empty_like(x);
+  if (x.scalar_type() == at::kFloat)
+    scale_shift_relu_impl<float>(x, s, b, y);
+  else
+    scale_shift_relu_impl<double>(x, s, b, y);
+  return {y, channel_tensor(mean, at::kDouble), channel_tensor(invstd, at::kDouble), s, b};
 }
 
 at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift) {
@@ -174,27 +247,28 @@ at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_backward_cpu(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
-    const at::Tensor& gamma, const at::Tensor& scale, const at::Tensor& shift, bool batch_stats) {
+    const std::optional<at::Tensor>& weight, const at::Tensor& scale, const at::Tensor& shift, bool batch_stats) {
   check_features(input, "input");
   TORCH_CHECK_VALUE(grad.sizes() == input.sizes(), "grad: expected the shape of input ", input.sizes(), ", got ",
                     grad.sizes());
-  for (const auto& [v, name] : {std::pair{&mean, "mean"}, {&invstd, "invstd"}, {&gamma, "gamma"},
-                                {&scale, "scale"}, {&shift, "shift"}})
-    check_channel_vector(*v, input, name);
+  const int64_t c = input.size(1);
   const auto dt = input.scalar_type();
   const at::Tensor x = input.contiguous(), dy = grad.to(dt).contiguous();
-  const at::Tensor m = mean.to(at::kDouble).contiguous(), inv = invstd.to(at::kDouble).contiguous(),
-                   gam = gamma.to(at::kDouble).contiguous(), s = scale.to(dt).contiguous(),
-                   b = shift.to(dt).contiguous();
-  return dt == at::kFloat ? backward_impl<float>(dy, x, m, inv, gam, s, b, batch_stats)
-                          : backward_impl<double>(dy, x, m, inv, gam, s, b, batch_stats);
+  const std::vector<double> m = channel_values(mean, c, "mean"), inv = channel_values(invstd, c, "invstd"),
+                            gam = channel_values(weight, c, 1.0, "weight");
+  const std::vector<double> s = channel_values(scale, c, "scale"), b = channel_values(shift, c, "shift");
+  if (dt == at::kFloat) {
+    const std::vector<float> sf(s.begin(), s.end()), bf(b.begin(), b.end());
+    return backward_impl<float>(dy, x, m, inv, gam, sf.data(), bf.data(), batch_stats);
+  }
+  return backward_impl<double>(dy, x, m, inv, gam, s.data(), b.data(), batch_stats);
 }
 
 }  // namespace
 }  // namespace mxs
 
 TORCH_LIBRARY_IMPL(mx_sparse, CPU, m) {
-  m.impl("channel_stats", &mxs::channel_stats_cpu);
+  m.impl("batch_norm_relu_forward", &mxs::batch_norm_relu_forward_cpu);
   m.impl("scale_shift_relu", &mxs::scale_shift_relu_cpu);
   m.impl("batch_norm_relu_backward", &mxs::batch_norm_relu_backward_cpu);
 }

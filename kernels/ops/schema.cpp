@@ -33,13 +33,19 @@ TORCH_LIBRARY(mx_sparse, m) {
   m.def("gather_mm_backprop_filter(Tensor features, Tensor grad, Tensor nbr, Tensor? nbr_t, "
         "int groups, bool symmetric=False) -> Tensor");
   // BatchNorm + ReLU on features [N, C] (mx_sparse/batch_norm_relu.py builds the
-  // fused layer from these). Statistics are float64: mean and biased variance.
-  m.def("channel_stats(Tensor input) -> (Tensor, Tensor)");
+  // fused layer from these). Returns (y, mean, invstd, scale, shift): batch
+  // statistics, blended into running_mean/var when given (momentum, unbiased
+  // variance), or the running statistics without batch_stats; mean and invstd
+  // in float64; y = max(input * scale + shift, 0) with scale = weight * invstd,
+  // shift = bias - mean * scale.
+  m.def("batch_norm_relu_forward(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
+        "Tensor(b!)? running_var, bool batch_stats, float momentum, float eps) "
+        "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
   // y = max(input * scale + shift, 0), per channel.
   m.def("scale_shift_relu(Tensor input, Tensor scale, Tensor shift) -> Tensor");
-  // (grad_input, grad_gamma, grad_beta) of scale_shift_relu(input, gamma * invstd,
-  // beta - mean * gamma * invstd), with mean/invstd the batch's own statistics
-  // (batch_stats) or constants (running statistics).
-  m.def("batch_norm_relu_backward(Tensor grad, Tensor input, Tensor mean, Tensor invstd, Tensor gamma, "
+  // (grad_input, grad_weight, grad_bias) of batch_norm_relu_forward's y, from its
+  // input (the ReLU mask is recomputed); with batch_stats the dependence of mean
+  // and invstd on the input is included.
+  m.def("batch_norm_relu_backward(Tensor grad, Tensor input, Tensor mean, Tensor invstd, Tensor? weight, "
         "Tensor scale, Tensor shift, bool batch_stats) -> (Tensor, Tensor, Tensor)");
 }
