@@ -1,13 +1,15 @@
 // CPU map builders: submanifold map, strided-conv map (with canonical output
-// order) and the map transpose. Parallel with at::parallel_for; every result is
-// independent of the thread count because each cell has exactly one writer and
-// the output voxel order comes from a sort.
+// order) and the map transpose. Parallel with at::parallel_for, or
+// parallel_dynamic where the cost per row varies; every result is independent
+// of the thread count because each cell has exactly one writer and the output
+// voxel order comes from a sort.
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
 #include "../ops/op_args.h"
+#include "parallel_dynamic.h"
 #include "sorted_voxels.h"
 
 namespace mxs {
@@ -204,8 +206,11 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
 
   at::Tensor nbr = at::full({n, kvol}, kNoNeighbor, indices.options());
   int32_t* out = nbr.data_ptr<int32_t>();
-  at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
-    subm_sweep(sorted, idx, grid, geo, lines, kpos, mirror, b, e, out);
+  // density varies along the sorted voxels: chunks are handed out dynamically
+  const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
+  parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
+    for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk())
+      subm_sweep(sorted, idx, grid, geo, lines, kpos, mirror, ch * kRowGrain, std::min(n, (ch + 1) * kRowGrain), out);
   });
   return nbr;
 }
@@ -299,10 +304,10 @@ std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const
                                             const Grid& out_grid, const ConvGeometry& geo) {
   const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
   std::vector<int64_t> offset(chunks + 1, 0);
-  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+  parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
     OutputReach reach(geo, out_grid);
     int64_t c[kMaxSpatialDims];
-    for (int64_t ch = cb; ch < ce; ++ch)
+    for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk())
       for (int64_t r = ch * kRowGrain; r < std::min(n, (ch + 1) * kRowGrain); ++r) {
         read_row(idx, in_grid.ndim, r, c);
         offset[ch + 1] += reach.set(c);
@@ -310,10 +315,10 @@ std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const
   });
   for (int64_t ch = 0; ch < chunks; ++ch) offset[ch + 1] += offset[ch];
   std::vector<OutputPair> pairs(offset[chunks]);
-  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+  parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
     OutputReach reach(geo, out_grid);
     int64_t c[kMaxSpatialDims];
-    for (int64_t ch = cb; ch < ce; ++ch) {
+    for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk()) {
       int64_t w = offset[ch];
       for (int64_t r = ch * kRowGrain; r < std::min(n, (ch + 1) * kRowGrain); ++r) {
         const int64_t batch = read_row(idx, in_grid.ndim, r, c);
