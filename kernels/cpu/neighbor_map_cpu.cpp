@@ -333,6 +333,31 @@ std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const
   return pairs;
 }
 
+// Output o owns the run of pairs [first[o], first[o + 1]) that share its key;
+// returns first with np appended. Run starts are counted per chunk of pairs,
+// then written at prefix-sum offsets (a serial scan idled the other threads).
+std::vector<int64_t> run_starts(const std::vector<OutputPair>& pairs) {
+  const int64_t np = static_cast<int64_t>(pairs.size());
+  const int64_t chunks = (np + kRowGrain - 1) / kRowGrain;
+  auto is_start = [&](int64_t p) { return p == 0 || pairs[p].out_key != pairs[p - 1].out_key; };
+  std::vector<int64_t> offset(chunks + 1, 0);
+  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t ch = cb; ch < ce; ++ch)
+      for (int64_t p = ch * kRowGrain; p < std::min(np, (ch + 1) * kRowGrain); ++p) offset[ch + 1] += is_start(p);
+  });
+  for (int64_t ch = 0; ch < chunks; ++ch) offset[ch + 1] += offset[ch];
+  std::vector<int64_t> first(offset[chunks] + 1);
+  at::parallel_for(0, chunks, 1, [&](int64_t cb, int64_t ce) {
+    for (int64_t ch = cb; ch < ce; ++ch) {
+      int64_t w = offset[ch];
+      for (int64_t p = ch * kRowGrain; p < std::min(np, (ch + 1) * kRowGrain); ++p)
+        if (is_start(p)) first[w++] = p;
+    }
+  });
+  first[offset[chunks]] = np;
+  return first;
+}
+
 std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
     const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
     c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
@@ -349,13 +374,8 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   sorted_input_voxels(idx, n, grid);  // rejects duplicate voxels
 
   const std::vector<OutputPair> pairs = sorted_output_pairs(idx, n, grid, out_grid, geo);
-  const int64_t np = static_cast<int64_t>(pairs.size());
-  // Output o owns the run of pairs [first[o], first[o + 1]) that share its key.
-  std::vector<int64_t> first;
-  for (int64_t p = 0; p < np; ++p)
-    if (p == 0 || pairs[p].out_key != pairs[p - 1].out_key) first.push_back(p);
-  const int64_t m = static_cast<int64_t>(first.size());
-  first.push_back(np);
+  const std::vector<int64_t> first = run_starts(pairs);
+  const int64_t m = static_cast<int64_t>(first.size()) - 1;
   check_row_count(m);
 
   // Each output writes its whole map row (-1, then its pairs) and its
