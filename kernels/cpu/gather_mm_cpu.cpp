@@ -74,10 +74,6 @@ int64_t rows_per_tile(int64_t cout) { return std::clamp<int64_t>(65536 / std::ma
 // OpenMP region costs more than the work, and much more on a busy machine.
 constexpr double kMinParallelMacs = 1 << 18;
 
-int64_t grain_for(int64_t items, double macs_per_item) {
-  return items * macs_per_item < kMinParallelMacs ? std::max<int64_t>(items, 1) : 1;
-}
-
 bool worth_parallel(int64_t items, double macs_per_item) { return items * macs_per_item >= kMinParallelMacs; }
 
 // The output-stationary loop shared by every dtype. For each tile of output
@@ -200,9 +196,9 @@ std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m,
   constexpr int64_t kBlock = 2048;
   const int64_t nblocks = (m + kBlock - 1) / kBlock;
   std::vector<std::vector<int32_t>> pieces(nblocks * kvol);
-  at::parallel_for(0, nblocks, grain_for(nblocks, double(kBlock) * kvol), [&](int64_t bb, int64_t be) {
+  parallel_dynamic(nblocks, worth_parallel(nblocks, double(kBlock) * kvol), [&](auto next_block) {
     std::vector<int32_t> in_rows(kBlock + 16), tile_rows(kBlock + 16);
-    for (int64_t b = bb; b < be; ++b) {
+    for (int64_t b = next_block(); b < nblocks; b = next_block()) {
       const int64_t r0 = b * kBlock, rows = std::min(kBlock, m - r0);
       for (int64_t k = 0; k < kvol; ++k) {
         const MapColumn col =
@@ -215,8 +211,9 @@ std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m,
     }
   });
   std::vector<std::vector<int32_t>> rows(kvol);
-  at::parallel_for(0, kvol, grain_for(kvol, double(m)), [&](int64_t kb, int64_t ke) {
-    for (int64_t k = kb; k < ke; ++k)
+  // offsets differ in size (the centre of a submanifold map has every row): taken dynamically
+  parallel_dynamic(kvol, worth_parallel(kvol, double(m)), [&](auto next_offset) {
+    for (int64_t k = next_offset(); k < kvol; k = next_offset())
       for (int64_t b = 0; b < nblocks; ++b) {
         const std::vector<int32_t>& piece = pieces[b * kvol + k];
         rows[k].insert(rows[k].end(), piece.begin(), piece.end());
@@ -279,13 +276,14 @@ void reduce_chunks(const std::vector<PairChunk>& chunks, const GroupedShape& s, 
     Scratch scratch(s);
     for (int64_t c = next_chunk(); c < nchunks; c = next_chunk()) chunk_fn(chunks[c], partials.data() + c * block, scratch);
   });
-  at::parallel_for(0, s.kvol, grain_for(s.kvol, double(nchunks) / s.kvol * block), [&](int64_t kb, int64_t ke) {
-    for (int64_t c = 0; c < nchunks; ++c) {
-      if (chunks[c].k < kb || chunks[c].k >= ke) continue;
-      Acc* d = dw + chunks[c].k * block;
-      const Acc* src = partials.data() + c * block;
-      for (int64_t e = 0; e < block; ++e) d[e] += src[e];
-    }
+  parallel_dynamic(s.kvol, worth_parallel(s.kvol, double(nchunks) / s.kvol * block), [&](auto next_offset) {
+    for (int64_t k = next_offset(); k < s.kvol; k = next_offset())
+      for (int64_t c = 0; c < nchunks; ++c) {
+        if (chunks[c].k != k) continue;
+        Acc* d = dw + k * block;
+        const Acc* src = partials.data() + c * block;
+        for (int64_t e = 0; e < block; ++e) d[e] += src[e];
+      }
   });
 }
 
