@@ -1,0 +1,60 @@
+"""float32 compute primitives (the AVX-512 kernels where the CPU has them) against
+float64 sums, over channel counts that reach every register-tile path: output
+columns in 64-wide strips (7 rows x 4 vectors) with and without a masked tail,
+32- and 16-wide remainders (14 rows x 2 or 1 vectors), and input channel counts
+that leave every row-tail size of the weight-gradient tiles (whose rows are the
+input channels)."""
+import pytest
+import torch
+
+import mx_sparse  # noqa: F401  (loads the ops)
+from pair_reference import filter_reference, gather_mm_reference, random_map
+
+COUT = [1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 96, 100, 130]
+CIN = [1, 3, 6, 7, 13, 14, 15, 29, 64]
+
+
+def randn(shape, seed):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
+def assert_float_close(actual, expected):
+    assert actual.dtype == torch.float32
+    scale = max(1.0, expected.abs().max().item())
+    torch.testing.assert_close(actual.double(), expected, rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("cout", COUT)
+@pytest.mark.parametrize("cin", [3, 14, 64])
+def test_gather_mm_float32_against_float64(cin, cout):
+    # 257 output rows, density 0.3: offsets hold differing row counts, so the
+    # compacted rows end in every row-tail size of a tile
+    n_in, m, kvol = 300, 257, 27
+    x, w = randn((n_in, cin), 1), randn((kvol, cin, cout), 2)
+    nbr = random_map(m, n_in, kvol, 0.3, 3)
+    assert_float_close(torch.ops.mx_sparse.gather_mm(x, w, nbr, nbr, 1), gather_mm_reference(x, w, nbr, 1))
+
+
+@pytest.mark.parametrize("cin", CIN)
+@pytest.mark.parametrize("cout", [16, 33, 64, 100])
+def test_backprop_filter_float32_against_float64(cin, cout):
+    # about 2250 pairs per offset: more than one 2048-pair chunk, slices of 256 and a tail
+    n_in, m, kvol = 400, 2500, 3
+    x, grad = randn((n_in, cin), 4), randn((m, cout), 5)
+    nbr = random_map(m, n_in, kvol, 0.9, 6)
+    dw = torch.ops.mx_sparse.gather_mm_backprop_filter(x, grad, nbr, nbr, 1)
+    assert dw.shape == (kvol, cin, cout)
+    assert_float_close(dw, filter_reference(x, grad, nbr, 1))
+
+
+@pytest.mark.parametrize("cin,cout,groups", [(8, 130, 2), (128, 96, 4), (14, 66, 2)])
+def test_grouped_float32_against_float64(cin, cout, groups):
+    n_in, m, kvol = 300, 600, 27
+    x = randn((n_in, cin), 7)
+    nbr = random_map(m, n_in, kvol, 0.3, 8)
+    w = randn((kvol, cin // groups, cout), 9)
+    assert_float_close(torch.ops.mx_sparse.gather_mm(x, w, nbr, nbr, groups), gather_mm_reference(x, w, nbr, groups))
+    grad = randn((m, cout), 10)
+    assert_float_close(torch.ops.mx_sparse.gather_mm_backprop_filter(x, grad, nbr, nbr, groups),
+                       filter_reference(x, grad, nbr, groups))
+
