@@ -7,7 +7,7 @@ from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, Spars
                    SparseInverseConv1d, SparseInverseConv2d, SparseInverseConv3d, SparseInverseConv4d,
                    SubMConv1d, SubMConv2d, SubMConv3d, SubMConv4d)
 from .device import best_device
-from .modules import SparseModule, SparseSequential, ToDense
+from .modules import SparseModule, SparseSequential, ToDense, bn_relu
 from .sparse_tensor import SparseConvTensor
 from .compat import patch_mmcv, patch_spconv, unpatch_mmcv, unpatch_spconv  # compat surfaces
 from .layouts import convert_weight
@@ -15,7 +15,7 @@ from .layouts import convert_weight
 __version__ = "0.1.0"
 
 __all__ = [
-    "SparseConvTensor", "SparseConvolution", "SparseModule", "SparseSequential", "ToDense",
+    "SparseConvTensor", "SparseConvolution", "SparseModule", "SparseSequential", "ToDense", "bn_relu",
     "SparseConv1d", "SparseConv2d", "SparseConv3d", "SparseConv4d",
     "SubMConv1d", "SubMConv2d", "SubMConv3d", "SubMConv4d",
     "SparseInverseConv1d", "SparseInverseConv2d", "SparseInverseConv3d", "SparseInverseConv4d",

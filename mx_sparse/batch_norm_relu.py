@@ -6,8 +6,9 @@ next convolution). Here the backward needs only ``x`` (it recomputes the ReLU
 mask), and ``y`` carries a *recipe* (``x``, per-channel scale and shift): a sparse
 convolution taking ``y`` saves the recipe instead and recomputes ``y`` in its own
 backward (one elementwise pass). ``SparseSequential`` uses this for every
-``BatchNorm1d, ReLU`` pair of plain torch modules on CPU features, float32/64
-(``SparseSequential.fuse_bn_relu = False`` turns it off).
+``BatchNorm1d, ReLU`` pair of plain torch modules on CPU features, float32/64, and
+``mx_sparse.bn_relu`` offers it to hand-written blocks
+(``SparseSequential.fuse_bn_relu = False`` turns both off).
 
 Same results as the two modules up to float rounding, running statistics
 included (momentum, ``momentum=None``, unbiased running variance, eval mode).

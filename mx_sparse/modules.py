@@ -1,6 +1,7 @@
 """Containers and helpers for sparse networks: SparseModule (marker base class),
 SparseSequential (runs sparse layers and plain per-voxel layers such as
-BatchNorm1d/ReLU on the features), ToDense."""
+BatchNorm1d/ReLU on the features), bn_relu (its fused BatchNorm1d+ReLU step for
+hand-written blocks), ToDense."""
 import copy
 from collections import OrderedDict
 
@@ -88,6 +89,15 @@ class SparseSequential(SparseModule):
             out[name] = module.fused() if isinstance(module, SparseSequential) else copy.deepcopy(module)
             i += 1
         return SparseSequential(out)
+
+
+def bn_relu(features: torch.Tensor, bn: nn.Module, relu: nn.Module) -> torch.Tensor:
+    """``relu(bn(features))``, as the fused BatchNorm1d+ReLU step wherever ``SparseSequential``
+    would fuse the pair: for blocks that call their modules on ``x.features`` themselves
+    (residual blocks), with the same module objects and state_dict keys."""
+    if SparseSequential.fuse_bn_relu and can_fuse(bn, relu, features):
+        return batch_norm_relu(features, bn)
+    return relu(bn(features))
 
 
 class ToDense(SparseModule):

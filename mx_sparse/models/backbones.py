@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ..conv import SparseConv3d, SparseInverseConv3d, SubMConv3d
-from ..modules import SparseModule, SparseSequential
+from ..modules import SparseModule, SparseSequential, bn_relu
 
 BatchNorm = partial(nn.BatchNorm1d, eps=1e-3, momentum=0.01)
 
@@ -64,7 +64,7 @@ class SparseBasicBlock(SparseModule):
 
     def forward(self, x):
         out = self.conv1(x)
-        out = out.replace_feature(self.relu(self.bn1(out.features)))
+        out = out.replace_feature(bn_relu(out.features, self.bn1, self.relu))
         out = self.conv2(out)
         return out.replace_feature(self.relu(self.bn2(out.features) + x.features))
 
