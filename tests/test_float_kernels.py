@@ -1,9 +1,10 @@
 """float32 compute primitives (the AVX-512 kernels where the CPU has them) against
 float64 sums, over channel counts that reach every register-tile path: output
 columns in 64-wide strips (7 rows x 4 vectors) with and without a masked tail,
-32- and 16-wide remainders (14 rows x 2 or 1 vectors), and input channel counts
-that leave every row-tail size of the weight-gradient tiles (whose rows are the
-input channels)."""
+32- and 16-wide remainders (14 rows x 2 or 1 vectors), gather_mm's pair-packed
+path for at most 32 output channels per group (odd and even input channels), and
+input channel counts that leave every row-tail size of the weight-gradient tiles
+(whose rows are the input channels)."""
 import pytest
 import torch
 
@@ -47,7 +48,7 @@ def test_backprop_filter_float32_against_float64(cin, cout):
     assert_float_close(dw, filter_reference(x, grad, nbr, 1))
 
 
-@pytest.mark.parametrize("cin,cout,groups", [(8, 130, 2), (128, 96, 4), (14, 66, 2)])
+@pytest.mark.parametrize("cin,cout,groups", [(8, 130, 2), (128, 96, 4), (14, 66, 2), (6, 20, 2), (10, 64, 2)])
 def test_grouped_float32_against_float64(cin, cout, groups):
     n_in, m, kvol = 300, 600, 27
     x = randn((n_in, cin), 7)

@@ -2,6 +2,8 @@
 // AVX-512 kernels (gemm_rows_avx512.cpp) on CPUs that have them.
 #include "gemm_rows.h"
 
+#include <cstdlib>
+
 namespace mxs {
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -9,6 +11,8 @@ void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const
                       float* const* c);
 void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
                          float* D, int64_t ldd);
+void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
+                            float* const* c);
 static const bool kUseAvx512 = __builtin_cpu_supports("avx512f");
 #else
 static const bool kUseAvx512 = false;
@@ -84,6 +88,29 @@ void gemm_tn_rows(int64_t n, int64_t nrows, int64_t ncols, const float* const* a
 void gemm_tn_rows(int64_t n, int64_t nrows, int64_t ncols, const double* const* a, const double* const* g, double* D,
                   int64_t ldd) {
   gemm_tn_rows_generic(n, nrows, ncols, a, g, D, ldd);
+}
+
+int64_t pair_width(int64_t ncols) { return !kUseAvx512 || ncols > 32 ? 0 : ncols > 16 ? 32 : 16; }
+
+int64_t pair_packed_size(int64_t kdim, int64_t ncols) { return (kdim + 1) / 2 * pair_width(ncols) * 2; }
+
+void pack_pairs(int64_t kdim, int64_t ncols, const float* B, int64_t ldb, float* Bp) {
+  const int64_t width = pair_width(ncols);
+  for (int64_t q = 0; q < (kdim + 1) / 2; ++q)
+    for (int64_t j = 0; j < width; ++j)
+      for (int64_t e = 0; e < 2; ++e) {
+        const int64_t p = 2 * q + e;
+        Bp[(q * width + j) * 2 + e] = p < kdim && j < ncols ? B[p * ldb + j] : 0.0f;
+      }
+}
+
+void gemm_rows_pairs(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
+                     float* const* c) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kUseAvx512) return gemm_rows_pairs_avx512(m, kdim, ncols, a, Bp, c);
+#endif
+  (void)m, (void)kdim, (void)ncols, (void)a, (void)Bp, (void)c;
+  std::abort();  // unreachable: pair_width() is 0 without AVX-512, so no caller packs pairs
 }
 
 const char* gemm_float_isa() { return kUseAvx512 ? "avx512" : "generic"; }

@@ -14,6 +14,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <cstdint>
+#include <cstring>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,fma")
@@ -90,7 +91,72 @@ inline void all_rows(int64_t m, int64_t kdim, int64_t ncols, AOf a_of, BOf b_of,
   }
 }
 
+// gemm_rows_pairs on pair-packed B (gemm_rows.h): a packed row holds NV vectors of
+// 8 columns x 2 p, so acc[r][v] lane 2c + e sums the products of parity e for column
+// 8v + c. One 64-bit broadcast (a[r][2q], a[r][2q + 1]) feeds NV FMAs per row for
+// two p; an odd last p is broadcast as (a[r][kdim - 1], +0) against a zero row.
+template <int R, int NV>
+inline void pair_block(int64_t kdim, const float* const* a, const float* bp, float* const* c, int64_t ncols) {
+  __m512 acc[R][NV];
+  MXS_UNROLL for (int r = 0; r < R; ++r)
+    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  auto step = [&](const float* b, auto broadcast_row) {
+    __m512 bv[NV];
+    MXS_UNROLL for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+    MXS_UNROLL for (int r = 0; r < R; ++r) {
+      const __m512 av = broadcast_row(a[r]);
+      MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  };
+  const int64_t npairs = kdim / 2;
+  for (int64_t q = 0; q < npairs; ++q)
+    step(bp + q * 16 * NV, [q](const float* row) {
+      double two;  // the two floats as one 64-bit lane (memcpy: no aliasing assumptions)
+      std::memcpy(&two, row + 2 * q, sizeof two);
+      return _mm512_castpd_ps(_mm512_set1_pd(two));
+    });
+  if (kdim % 2)
+    step(bp + npairs * 16 * NV, [kdim](const float* row) {
+      uint32_t bits;
+      std::memcpy(&bits, row + kdim - 1, sizeof bits);
+      return _mm512_castsi512_ps(_mm512_set1_epi64(int64_t(bits)));  // (a, +0.0f)
+    });
+  // columns 16h..16h+15 = even-p lanes + odd-p lanes of accumulators 2h and 2h + 1
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  MXS_UNROLL for (int r = 0; r < R; ++r)
+    MXS_UNROLL for (int h = 0; h < NV / 2; ++h) {
+      const __m512 lo = acc[r][2 * h], hi = acc[r][2 * h + 1];
+      const __m512 sum = _mm512_add_ps(_mm512_permutex2var_ps(lo, even, hi), _mm512_permutex2var_ps(lo, odd, hi));
+      const __mmask16 m = mask_of(ncols - 16 * h);
+      float* o = c[r] + 16 * h;
+      _mm512_mask_storeu_ps(o, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), sum));
+    }
+}
+
+// The last `rows` (< R) rows: instantiate the exact row count.
+template <int R, int NV>
+inline void pair_tail(int64_t rows, int64_t kdim, const float* const* a, const float* bp, float* const* c,
+                      int64_t ncols) {
+  if (rows == R) return pair_block<R, NV>(kdim, a, bp, c, ncols);
+  if constexpr (R > 1) pair_tail<R - 1, NV>(rows, kdim, a, bp, c, ncols);
+}
+
+template <int R, int NV>
+inline void pair_rows(int64_t m, int64_t kdim, const float* const* a, const float* bp, float* const* c,
+                      int64_t ncols) {
+  int64_t r0 = 0;
+  for (; r0 + R <= m; r0 += R) pair_block<R, NV>(kdim, a + r0, bp, c + r0, ncols);
+  if (r0 < m) pair_tail<R - 1, NV>(m - r0, kdim, a + r0, bp, c + r0, ncols);
+}
+
 }  // namespace
+
+void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
+                            float* const* c) {
+  if (ncols > 16) pair_rows<7, 4>(m, kdim, a, Bp, c, ncols);
+  else pair_rows<14, 2>(m, kdim, a, Bp, c, ncols);
+}
 
 void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* B, int64_t ldb,
                       float* const* c) {
