@@ -8,9 +8,12 @@
 // its output rows over more work. Measured on the captured KITTI calls against
 // the former 8 x 2 tile: 14 x 2 took 7-8 % off all gather_mm and weight-gradient
 // calls, 7 x 4 strips another 12 % (25-35 % on gather_mm with 64 or more output
-// channels). Column tails use masked loads/stores (masked-off lanes never fault),
-// row tails a smaller instantiation. Compiled for AVX-512 by the target pragma
-// alone and only called after the run-time CPU check in gemm_rows.cpp.
+// channels). Outputs of at most 32 columns take row/column pairs instead (below:
+// gemm_rows_pairs on pair-packed B, and gemm_tn_rows two D rows per broadcast), as
+// there a float broadcast feeds at most two FMAs. Column tails use masked
+// loads/stores (masked-off lanes never fault), row tails a smaller instantiation.
+// Compiled for AVX-512 by the target pragma alone and only called after the
+// run-time CPU check in gemm_rows.cpp.
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #include <cstdint>
@@ -150,6 +153,65 @@ inline void pair_rows(int64_t m, int64_t kdim, const float* const* a, const floa
   if (r0 < m) pair_tail<R - 1, NV>(m - r0, kdim, a + r0, bp, c + r0, ncols);
 }
 
+// gemm_tn_rows for narrow outputs (ncols <= 32), rows of D taken two at a time: one
+// 64-bit broadcast (a[p][i], a[p][i + 1]) times the gradient row with every column
+// duplicated into a lane pair, so acc[r][v] lane 2c + e is D[i0 + 2r + e][8v + c].
+// Half the broadcasts of the plain kernel per FMA, and the same sums in the same
+// order (over p ascending, then added to D): results are bitwise those of the
+// plain kernel.
+template <int P, int NV>
+inline void tn_pair_block(int64_t n, const float* const* a, const float* const* g, int64_t i0, float* D, int64_t ldd,
+                          int64_t ncols) {
+  const __m512i dup_lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m512i dup_hi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+  __m512 acc[P][NV];
+  MXS_UNROLL for (int r = 0; r < P; ++r)
+    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < n; ++p) {
+    __m512 gd[NV];
+    MXS_UNROLL for (int h = 0; h < NV / 2; ++h) {
+      const __m512 x = _mm512_maskz_loadu_ps(mask_of(ncols - 16 * h), g[p] + 16 * h);
+      gd[2 * h] = _mm512_permutexvar_ps(dup_lo, x);
+      gd[2 * h + 1] = _mm512_permutexvar_ps(dup_hi, x);
+    }
+    const float* ap = a[p] + i0;
+    MXS_UNROLL for (int r = 0; r < P; ++r) {
+      double two;
+      std::memcpy(&two, ap + 2 * r, sizeof two);
+      const __m512 av = _mm512_castpd_ps(_mm512_set1_pd(two));
+      MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, gd[v], acc[r][v]);
+    }
+  }
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  MXS_UNROLL for (int r = 0; r < P; ++r)
+    MXS_UNROLL for (int h = 0; h < NV / 2; ++h) {
+      const __mmask16 m = mask_of(ncols - 16 * h);
+      const __m512 lo = acc[r][2 * h], hi = acc[r][2 * h + 1];
+      float* d0 = D + (i0 + 2 * r) * ldd + 16 * h;
+      float* d1 = d0 + ldd;
+      _mm512_mask_storeu_ps(d0, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, d0), _mm512_permutex2var_ps(lo, even, hi)));
+      _mm512_mask_storeu_ps(d1, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, d1), _mm512_permutex2var_ps(lo, odd, hi)));
+    }
+}
+
+// The last `pairs` (< P) row pairs: instantiate the exact count.
+template <int P, int NV>
+inline void tn_pair_tail(int64_t pairs, int64_t n, const float* const* a, const float* const* g, int64_t i0, float* D,
+                         int64_t ldd, int64_t ncols) {
+  if (pairs == P) return tn_pair_block<P, NV>(n, a, g, i0, D, ldd, ncols);
+  if constexpr (P > 1) tn_pair_tail<P - 1, NV>(pairs, n, a, g, i0, D, ldd, ncols);
+}
+
+template <int P, int NV>
+inline void tn_pair_rows(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
+                         float* D, int64_t ldd) {
+  const int64_t pairs = nrows / 2;
+  int64_t r = 0;
+  for (; r + P <= pairs; r += P) tn_pair_block<P, NV>(n, a, g, 2 * r, D, ldd, ncols);
+  if (r < pairs) tn_pair_tail<P - 1, NV>(pairs - r, n, a, g, 2 * r, D, ldd, ncols);
+}
+
 }  // namespace
 
 void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
@@ -167,9 +229,17 @@ void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const
 
 void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
                          float* D, int64_t ldd) {
+  int64_t i0 = 0;  // rows [0, i0) done by the row-pair kernels
+  if (ncols <= 16) {
+    tn_pair_rows<14, 2>(n, nrows, ncols, a, g, D, ldd);
+    i0 = nrows & ~int64_t(1);
+  } else if (ncols <= 32) {
+    tn_pair_rows<7, 4>(n, nrows, ncols, a, g, D, ldd);
+    i0 = nrows & ~int64_t(1);
+  }
   all_rows(
-      nrows, n, ncols, [&](int64_t i, int64_t p) { return a[p][i]; }, [&](int64_t p) { return g[p]; },
-      [&](int64_t i) { return D + i * ldd; });
+      nrows - i0, n, ncols, [&](int64_t i, int64_t p) { return a[p][i0 + i]; }, [&](int64_t p) { return g[p]; },
+      [&](int64_t i) { return D + (i0 + i) * ldd; });
 }
 
 }  // namespace mxs
