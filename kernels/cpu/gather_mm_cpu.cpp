@@ -13,6 +13,7 @@
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
+#include <type_traits>
 #include <vector>
 #include "../ops/op_args.h"
 #include "gemm_rows.h"
@@ -120,38 +121,29 @@ void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, con
   });
 }
 
+// float32 with at most 32 output channels per group (a network's first levels)
+// takes the pair-packed path of gemm_rows.h: the weight slice of every (offset,
+// group) is re-laid once here, before the tiles.
 template <typename T>
 void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr, int64_t m, const GroupedShape& s,
                       T* out, MapRangeCheck& bad) {
+  const int64_t packed = std::is_same_v<T, float> ? pair_packed_size(s.cin_g, s.cout_g) : 0;
+  std::vector<T> wp(s.kvol * s.groups * packed);
+  if constexpr (std::is_same_v<T, float>)
+    for (int64_t k = 0; k < s.kvol && packed > 0; ++k)
+      for (int64_t g = 0; g < s.groups; ++g)
+        pack_pairs(s.cin_g, s.cout_g, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout,
+                   wp.data() + (k * s.groups + g) * packed);
   gather_tiles<T, T>(
       in, n_in, nbr, m, s, bad,
       [&] {
         return [&](int64_t n, const T* const* a, T* const* c, int64_t k, int64_t g) {
+          if constexpr (std::is_same_v<T, float>)
+            if (packed > 0) return gemm_rows_pairs(n, s.cin_g, s.cout_g, a, wp.data() + (k * s.groups + g) * packed, c);
           gemm_rows(n, s.cin_g, s.cout_g, a, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout, c);
         };
       },
       [&](int64_t m0, int64_t m1, const T* acc) { std::copy(acc, acc + (m1 - m0) * s.cout, out + m0 * s.cout); });
-}
-
-// float32 with at most 32 output channels per group (a network's first levels): the
-// weight slice of every (offset, group) pair-packed once (gemm_rows.h), then the same
-// output-stationary loop.
-void gather_mm_narrow_float(const float* in, int64_t n_in, const float* w, const int32_t* nbr, int64_t m,
-                            const GroupedShape& s, float* out, MapRangeCheck& bad) {
-  const int64_t packed = pair_packed_size(s.cin_g, s.cout_g);
-  std::vector<float> wp(s.kvol * s.groups * packed);
-  for (int64_t k = 0; k < s.kvol; ++k)
-    for (int64_t g = 0; g < s.groups; ++g)
-      pack_pairs(s.cin_g, s.cout_g, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout,
-                 wp.data() + (k * s.groups + g) * packed);
-  gather_tiles<float, float>(
-      in, n_in, nbr, m, s, bad,
-      [&] {
-        return [&](int64_t n, const float* const* a, float* const* c, int64_t k, int64_t g) {
-          gemm_rows_pairs(n, s.cin_g, s.cout_g, a, wp.data() + (k * s.groups + g) * packed, c);
-        };
-      },
-      [&](int64_t m0, int64_t m1, const float* acc) { std::copy(acc, acc + (m1 - m0) * s.cout, out + m0 * s.cout); });
 }
 
 // bfloat16 on AMX: float accumulator tiles, rounded to bf16 once when a tile is done.
@@ -199,12 +191,6 @@ at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, c
   const int64_t m = nbr.size(0);
   at::Tensor out = at::empty({m, s.cout}, f.options());
   MapRangeCheck bad;
-  if (acc == at::kFloat && pair_width(s.cout_g) > 0) {
-    gather_mm_narrow_float(f.data_ptr<float>(), f.size(0), w.data_ptr<float>(), nbr.data_ptr<int32_t>(), m, s,
-                           out.data_ptr<float>(), bad);
-    bad.raise_if_bad("nbr", f.size(0));
-    return out.to(features.scalar_type());
-  }
   AT_DISPATCH_FLOATING_TYPES(acc, "gather_mm_cpu", [&] {
     gather_mm_kernel<scalar_t>(f.data_ptr<scalar_t>(), f.size(0), w.data_ptr<scalar_t>(), nbr.data_ptr<int32_t>(),
                                m, s, out.data_ptr<scalar_t>(), bad);
