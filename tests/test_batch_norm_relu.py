@@ -107,14 +107,9 @@ def sparse_input(seed=0):
     return mx_sparse.SparseConvTensor(random_features(idx.shape[0], 4, torch.float64), idx, [8, 8, 8], 2)
 
 
-def test_network_gradients_match_unfused(monkeypatch):
-    torch.manual_seed(0)
-    net = mx_sparse.SparseSequential(block(4, 8, "a"), block(8, 8, "a"),
-                                     mx_sparse.SparseConv3d(8, 6, 3, stride=2, padding=1, bias=False),
-                                     nn.BatchNorm1d(6), nn.ReLU()).double()
-    ref = copy.deepcopy(net)
-    x = sparse_input()
-    y = net(x)
+def assert_matches_unfused(monkeypatch, net, ref, y):
+    """y = net(sparse_input()), fused; ref, a copy of net taken before, runs with torch's
+    modules: same output and parameter gradients."""
     y.features.square().sum().backward()
     monkeypatch.setattr(mx_sparse.SparseSequential, "fuse_bn_relu", False)
     yr = ref(sparse_input())
@@ -122,6 +117,15 @@ def test_network_gradients_match_unfused(monkeypatch):
     torch.testing.assert_close(y.features, yr.features, rtol=1e-12, atol=1e-12)
     for (name, p), pr in zip(net.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, pr.grad, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_network_gradients_match_unfused(monkeypatch):
+    torch.manual_seed(0)
+    net = mx_sparse.SparseSequential(block(4, 8, "a"), block(8, 8, "a"),
+                                     mx_sparse.SparseConv3d(8, 6, 3, stride=2, padding=1, bias=False),
+                                     nn.BatchNorm1d(6), nn.ReLU()).double()
+    ref = copy.deepcopy(net)
+    assert_matches_unfused(monkeypatch, net, ref, net(sparse_input()))
 
 
 def test_relu_output_is_not_kept_for_backward(monkeypatch):
@@ -219,13 +223,7 @@ def test_bn_relu_in_a_residual_block(monkeypatch):
     y = net(sparse_input())
     assert len(fused_outputs) == 1 and hasattr(fused_outputs[0], _RECIPE)
     fused_outputs.clear()
-    y.features.square().sum().backward()
-    monkeypatch.setattr(mx_sparse.SparseSequential, "fuse_bn_relu", False)
-    yr = ref(sparse_input())
-    yr.features.square().sum().backward()
-    torch.testing.assert_close(y.features, yr.features, rtol=1e-12, atol=1e-12)
-    for (name, p), pr in zip(net.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, pr.grad, rtol=1e-10, atol=1e-12, msg=name)
+    assert_matches_unfused(monkeypatch, net, ref, y)
     torch.testing.assert_close(net[1].bn1.running_var, ref[1].bn1.running_var, rtol=1e-12, atol=1e-12)
 
     x = features(50, 3, torch.float64)
