@@ -44,6 +44,20 @@ def test_conv_map_and_transpose_match_definition(k, s, p, d):
     assert (t >= 0).sum() == (nbr >= 0).sum()
 
 
+@pytest.mark.parametrize("k,s,p,d", [((3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1)),
+                                     ((2, 3, 1), (1, 2, 3), (0, 1, 0), (2, 1, 1))])
+def test_conv_map_of_a_sparse_huge_grid_matches_definition(k, s, p, d):
+    """The CPU builder lists outputs through a bitmap of the output grid while it has at
+    most 1024 cells per input voxel (the test above), and by sorting the contributions
+    beyond that: here ~10^5 cells per voxel."""
+    shape = [5, 6, 2 ** 20]
+    idx = random_voxels([5, 6, 7], 2, density=0.2, seed=4)
+    idx[:, 3] *= 2 ** 17  # spread along the huge axis
+    out_idx, nbr = F.build_conv_map(idx, shape, 2, k, s, p, d)
+    ref_idx, ref_nbr = brute_force_conv_map(idx, shape, k, s, p, d)
+    assert torch.equal(out_idx, ref_idx) and torch.equal(nbr, ref_nbr)
+
+
 def test_subm_map_matches_definition():
     shape = [4, 5, 6]
     idx = random_voxels(shape, 1, density=0.3, seed=5)

@@ -2,13 +2,14 @@
 // order) and the map transpose. Parallel with at::parallel_for, or
 // parallel_dynamic where the cost per row varies; every result is independent
 // of the thread count because each cell has exactly one writer and the output
-// voxel order comes from a sort.
+// voxels are listed in key order (a bitmap scan, or a sort on huge grids).
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
 #include "../ops/op_args.h"
+#include "fast_divide.h"
 #include "parallel_dynamic.h"
 #include "sorted_voxels.h"
 
@@ -215,6 +216,22 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   return nbr;
 }
 
+// unpack_coord (coord_pack.h) with FastDivisor: run once per output voxel.
+class KeyUnpacker {
+ public:
+  explicit KeyUnpacker(const Grid& g) : ndim_(g.ndim) {
+    for (int d = 0; d < ndim_; ++d) shape_[d] = FastDivisor(g.shape[d]);
+  }
+  int64_t unpack(int64_t key, int64_t* c) const {
+    for (int d = ndim_ - 1; d >= 0; --d) key = shape_[d].divide(key, &c[d]);
+    return key;  // batch
+  }
+
+ private:
+  int ndim_;
+  FastDivisor shape_[kMaxSpatialDims];
+};
+
 // One (output voxel, kernel offset, input row) contribution of a strided conv.
 struct OutputPair {
   int64_t out_key;
@@ -244,6 +261,7 @@ class OutputReach {
       k_stride_[d] = k_stride;
       k_stride *= geo.kernel[d];
       key_stride_[d] = d == nd_ - 1 ? 1 : key_stride_[d + 1] * out_grid.shape[d + 1];
+      stride_[d] = FastDivisor(geo.stride[d]);
     }
     batch_stride_ = key_stride_[0] * out_grid.shape[0];
   }
@@ -280,8 +298,12 @@ class OutputReach {
     coord_[d] = c;
     count_[d] = 0;
     for (int64_t kp = 0; kp < geo_.kernel[d]; ++kp) {
-      const int64_t o = conv_axis_output(geo_, out_grid_, d, c, kp);
-      if (o < 0) continue;
+      // conv_axis_output (conv_rules.h), dividing with FastDivisor
+      const int64_t num = c + geo_.padding[d] - kp * geo_.dilation[d];
+      if (num < 0) continue;
+      int64_t rem;
+      const int64_t o = stride_[d].divide(num, &rem);
+      if (rem != 0 || o >= out_grid_.shape[d]) continue;
       k_share_[d][count_[d]] = kp * k_stride_[d];
       key_share_[d][count_[d]++] = o * key_stride_[d];
     }
@@ -293,6 +315,7 @@ class OutputReach {
   std::vector<int64_t> scratch_;  // 2 * sum(kernel) slots for the share lists
   int64_t coord_[kMaxSpatialDims], count_[kMaxSpatialDims];
   int64_t k_stride_[kMaxSpatialDims], key_stride_[kMaxSpatialDims], batch_stride_;
+  FastDivisor stride_[kMaxSpatialDims];
   int64_t* k_share_[kMaxSpatialDims];    // kernel position * its stride in k
   int64_t* key_share_[kMaxSpatialDims];  // output coordinate * its stride in the key
 };
@@ -358,6 +381,150 @@ std::vector<int64_t> run_starts(const std::vector<OutputPair>& pairs) {
   return first;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+// The bitmap path counts bits with the POPCNT instruction (without it GCC calls a
+// library routine per count, which made the path slower than the sort); it is
+// only taken on CPUs that have the instruction (use_output_bitmap).
+#pragma GCC push_options
+#pragma GCC target("popcnt")
+const bool kHavePopcnt = __builtin_cpu_supports("popcnt");
+#else
+const bool kHavePopcnt = true;
+#endif
+
+// Output voxels of a strided conv as one bit per cell of the output grid. Keys
+// are row-major, so scanning the bits in order lists the outputs sorted (the
+// canonical order) with no sort, and an output's row in the map is its rank: the
+// set bits before it. Used while the grid is small enough (see
+// kMaxBitmapCellsPerInput); huge sparse grids take the sort (sorted_output_pairs).
+class OutputBitmap {
+ public:
+  explicit OutputBitmap(int64_t cells) : words_((cells + 63) / 64, 0) {}
+
+  // Safe from several threads: each word is only ever OR-ed.
+  void mark(int64_t key) {
+    uint64_t& w = words_[key >> 6];
+    const uint64_t bit = uint64_t(1) << (key & 63);
+    if (!(__atomic_load_n(&w, __ATOMIC_RELAXED) & bit)) __atomic_fetch_or(&w, bit, __ATOMIC_RELAXED);
+  }
+
+  // Counts the set bits per word (after every mark) and returns the total.
+  int64_t rank_all() {
+    const int64_t nw = static_cast<int64_t>(words_.size()), blocks = (nw + kWordBlock - 1) / kWordBlock;
+    std::vector<int64_t> block_start(blocks + 1, 0);
+    at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
+      for (int64_t b = bb; b < be; ++b)
+        for (int64_t w = b * kWordBlock; w < std::min(nw, (b + 1) * kWordBlock); ++w)
+          block_start[b + 1] += __builtin_popcountll(words_[w]);
+    });
+    for (int64_t b = 0; b < blocks; ++b) block_start[b + 1] += block_start[b];
+    check_row_count(block_start[blocks]);
+    rank_.resize(nw);
+    at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
+      for (int64_t b = bb; b < be; ++b) {
+        int64_t r = block_start[b];
+        for (int64_t w = b * kWordBlock; w < std::min(nw, (b + 1) * kWordBlock); ++w) {
+          rank_[w] = static_cast<int32_t>(r);
+          r += __builtin_popcountll(words_[w]);
+        }
+      }
+    });
+    return block_start[blocks];
+  }
+
+  // Row of a marked key among all marked keys, in key order.
+  int64_t rank(int64_t key) const {
+    const uint64_t below = (uint64_t(1) << (key & 63)) - 1;
+    return rank_[key >> 6] + __builtin_popcountll(words_[key >> 6] & below);
+  }
+
+  // fn(row, key) for every marked key, in parallel over blocks of words.
+  template <typename Fn>
+  void for_each_marked(Fn fn) const {
+    const int64_t nw = static_cast<int64_t>(words_.size());
+    at::parallel_for(0, nw, kWordBlock, [&](int64_t wb, int64_t we) {
+      for (int64_t w = wb; w < we; ++w) {
+        int64_t row = rank_[w];
+        for (uint64_t bits = words_[w]; bits; bits &= bits - 1) fn(row++, w * 64 + __builtin_ctzll(bits));
+      }
+    });
+  }
+
+ private:
+  static constexpr int64_t kWordBlock = 4096;
+  std::vector<uint64_t> words_;
+  std::vector<int32_t> rank_;  // set bits in all earlier words
+};
+
+// The bitmap is used while it has at most this many cells per input voxel
+// (KITTI-like scenes: ~350 at the first strided layer, ~50 at the next; a
+// 2^60-cell grid with a few voxels: far more). Zeroing and scanning it then
+// costs less than sorting the contributions, and it takes at most 192 bytes per
+// input (bits and ranks), about what the sort's two pair arrays take.
+constexpr int64_t kMaxBitmapCellsPerInput = 1024;
+constexpr int64_t kMaxBitmapCells = int64_t(1) << 30;  // 128 MiB of bits at most
+
+bool use_output_bitmap(const Grid& out_grid, int64_t batch_size, int64_t n) {
+  if (!kHavePopcnt) return false;
+  double cells = double(batch_size);
+  for (int d = 0; d < out_grid.ndim; ++d) cells *= double(out_grid.shape[d]);
+  return cells <= double(kMaxBitmapCells) && cells <= double(kMaxBitmapCellsPerInput) * double(std::max<int64_t>(n, 1));
+}
+
+// Map and output voxels through OutputBitmap: one pass over the inputs marks their
+// outputs and keeps each chunk's (output key, input row, k) contributions; then
+// every contribution writes its map cell (one writer per cell: an output and an
+// offset determine the input).
+std::tuple<at::Tensor, at::Tensor> conv_map_by_bitmap(const at::Tensor& indices, int64_t batch_size, const Grid& grid,
+                                                      const Grid& out_grid, const ConvGeometry& geo) {
+  const int64_t n = indices.size(0), kvol = kernel_volume(geo);
+  const int32_t* idx = indices.data_ptr<int32_t>();
+  int64_t cells = batch_size;
+  for (int d = 0; d < out_grid.ndim; ++d) cells *= out_grid.shape[d];
+  OutputBitmap outputs(cells);
+  const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
+  std::vector<std::vector<OutputPair>> contributions(chunks);
+  parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
+    OutputReach reach(geo, out_grid);
+    int64_t c[kMaxSpatialDims];
+    for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk()) {
+      // filled locally, then moved: the chunks' vector headers share cache lines
+      std::vector<OutputPair> mine;
+      mine.reserve(4 * kRowGrain);
+      for (int64_t r = ch * kRowGrain; r < std::min(n, (ch + 1) * kRowGrain); ++r) {
+        const int64_t batch = read_row(idx, grid.ndim, r, c);
+        if (reach.set(c) == 0) continue;
+        reach.for_each(batch, [&](int64_t key, int64_t k) {
+          outputs.mark(key);
+          mine.push_back({key, static_cast<int32_t>(r), static_cast<int32_t>(k)});
+        });
+      }
+      contributions[ch] = std::move(mine);
+    }
+  });
+  const int64_t m = outputs.rank_all();
+  at::Tensor out_indices = at::empty({m, 1 + grid.ndim}, indices.options());
+  at::Tensor nbr = at::full({m, kvol}, kNoNeighbor, indices.options());
+  int32_t* oi = out_indices.data_ptr<int32_t>();
+  int32_t* map = nbr.data_ptr<int32_t>();
+  const KeyUnpacker out_coords(out_grid);
+  outputs.for_each_marked([&](int64_t row, int64_t key) {
+    int64_t c[kMaxSpatialDims];
+    int32_t* o = oi + row * (1 + grid.ndim);
+    o[0] = static_cast<int32_t>(out_coords.unpack(key, c));
+    for (int d = 0; d < grid.ndim; ++d) o[1 + d] = static_cast<int32_t>(c[d]);
+  });
+  parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
+    for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk())
+      for (const OutputPair& p : contributions[ch]) map[outputs.rank(p.out_key) * kvol + p.k] = p.row;
+  });
+  return {out_indices, nbr};
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC pop_options
+#endif
+
 std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
     const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
     c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
@@ -372,6 +539,7 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   const int32_t* idx = indices.data_ptr<int32_t>();
   check_rows_in_grid(idx, n, grid, batch_size, spatial_shape);
   sorted_input_voxels(idx, n, grid);  // rejects duplicate voxels
+  if (use_output_bitmap(out_grid, batch_size, n)) return conv_map_by_bitmap(indices, batch_size, grid, out_grid, geo);
 
   const std::vector<OutputPair> pairs = sorted_output_pairs(idx, n, grid, out_grid, geo);
   const std::vector<int64_t> first = run_starts(pairs);
@@ -384,13 +552,14 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   at::Tensor nbr = at::empty({m, kvol}, indices.options());
   int32_t* oi = out_indices.data_ptr<int32_t>();
   int32_t* map = nbr.data_ptr<int32_t>();
+  const KeyUnpacker out_coords(out_grid);
   at::parallel_for(0, m, kRowGrain, [&](int64_t b, int64_t e) {
     int64_t c[kMaxSpatialDims];
     for (int64_t o = b; o < e; ++o) {
       int32_t* row = map + o * kvol;
       std::fill(row, row + kvol, kNoNeighbor);
       for (int64_t p = first[o]; p < first[o + 1]; ++p) row[pairs[p].k] = pairs[p].row;
-      oi[o * (1 + grid.ndim)] = static_cast<int32_t>(unpack_coord(out_grid, pairs[first[o]].out_key, c));
+      oi[o * (1 + grid.ndim)] = static_cast<int32_t>(out_coords.unpack(pairs[first[o]].out_key, c));
       for (int d = 0; d < grid.ndim; ++d) oi[o * (1 + grid.ndim) + 1 + d] = static_cast<int32_t>(c[d]);
     }
   });

@@ -63,12 +63,24 @@ void radix_pass(const std::vector<T>& src, std::vector<T>& dst, int shift, int b
       for (int64_t i = blk * kSortBlock; i < std::min(n, (blk + 1) * kSortBlock); ++i) ++count[digit(src[i])];
     }
   });
+  // Digit d of block blk starts after every smaller digit (all blocks) and after
+  // digit d of the earlier blocks. Computed block-major (digit totals, their
+  // prefix, then a running start per digit): a digit-major walk would touch a
+  // new cache line for every (digit, block).
+  std::vector<int64_t> start(buckets, 0);
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t d = 0; d < buckets; ++d) start[d] += pos[blk * buckets + d];
   int64_t sum = 0;
-  for (int64_t d = 0; d < buckets; ++d)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
+  for (int64_t d = 0; d < buckets; ++d) {
+    const int64_t total = start[d];
+    start[d] = sum;
+    sum += total;
+  }
+  for (int64_t blk = 0; blk < blocks; ++blk)
+    for (int64_t d = 0; d < buckets; ++d) {
       const int64_t here = pos[blk * buckets + d];
-      pos[blk * buckets + d] = sum;
-      sum += here;
+      pos[blk * buckets + d] = start[d];
+      start[d] += here;
     }
   at::parallel_for(0, blocks, 1, [&](int64_t bb, int64_t be) {
     for (int64_t blk = bb; blk < be; ++blk) {
