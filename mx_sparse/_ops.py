@@ -63,6 +63,19 @@ def _transpose_map_fake(nbr, num_rows):
     return nbr.new_empty((num_rows, nbr.shape[1]))
 
 
+@_register_fake("pack_map")
+def _pack_map_fake(nbr):
+    m, kvol = nbr.shape
+    blocks = (m + 1023) // 1024
+    return (nbr.new_empty((m, (kvol + 15) // 16), dtype=torch.int16), nbr.new_empty((_data_dependent_size(),)),
+            nbr.new_empty((blocks + 1,), dtype=torch.int64))
+
+
+@_register_fake("unpack_map")
+def _unpack_map_fake(mask, values, block_starts, kvol):
+    return values.new_empty((mask.shape[0], kvol))
+
+
 @_register_fake("gather_mm")
 def _gather_mm_fake(features, weight, nbr, nbr_t, groups, symmetric=False):
     return features.new_empty((nbr.shape[0], weight.shape[2]))

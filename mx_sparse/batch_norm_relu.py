@@ -13,7 +13,6 @@ backward (one elementwise pass). ``SparseSequential`` uses this for every
 Same results as the two modules up to float rounding, running statistics
 included (momentum, ``momentum=None``, unbiased running variance, eval mode).
 """
-import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -21,12 +20,12 @@ from torch import nn
 
 from ._ops import ops
 
-_RECIPE = "_mx_sparse_recompute"   # attribute of y: how to recompute it
+RECIPE = "_mx_sparse_recompute"   # attribute of y: how to recompute it (a Recipe)
 _FUSED_DTYPES = (torch.float32, torch.float64)
 
 
 @dataclass
-class _Recipe:
+class Recipe:
     x: torch.Tensor
     x_version: int
     y_version: int
@@ -88,7 +87,7 @@ class _BatchNormReLU(torch.autograd.Function):
             x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps)
         ctx.save_for_backward(x, gamma, mean, invstd, scale, shift)
         ctx.batch_stats = batch_stats
-        setattr(y, _RECIPE, _Recipe(x, x._version, y._version, scale, shift))
+        setattr(y, RECIPE, Recipe(x, x._version, y._version, scale, shift))
         return y
 
     @staticmethod
@@ -103,31 +102,10 @@ class _BatchNormReLU(torch.autograd.Function):
                 None, None, None, None, None)
 
 
-def _pack(t: torch.Tensor):
-    recipe = getattr(t, _RECIPE, None)
-    if recipe is not None and t._version == recipe.y_version and recipe.x._version == recipe.x_version:
+def recipe_of(y: torch.Tensor):
+    """The Recipe that recomputes ``y``, if ``y`` is a fused output and neither it nor its input
+    changed since; else None."""
+    recipe = getattr(y, RECIPE, None)
+    if recipe is not None and y._version == recipe.y_version and recipe.x._version == recipe.x_version:
         return recipe
-    return t, t._version
-
-
-def _unpack(packed):
-    if isinstance(packed, _Recipe):
-        return packed.recompute()
-    t, version = packed
-    if t._version != version:
-        raise RuntimeError("mx_sparse: a tensor saved by a sparse convolution for backward was modified in place "
-                           f"(version {version} -> {t._version})")
-    return t
-
-
-def recomputing_saved_inputs(features: torch.Tensor):
-    """Context for a sparse convolution's op call: if ``features`` comes from a fused
-    BatchNorm1d+ReLU, autograd saves its recipe instead of the tensor. No-op otherwise, and
-    when other saved-tensor hooks are active (torch.utils.checkpoint, offloading), which keep
-    precedence."""
-    if getattr(features, _RECIPE, None) is None or not torch.is_grad_enabled():
-        return contextlib.nullcontext()
-    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    if top is None or top(False) is not None:
-        return contextlib.nullcontext()
-    return torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
+    return None

@@ -10,10 +10,10 @@ from torch import nn
 
 from . import functional as F
 from . import validation
-from .batch_norm_relu import recomputing_saved_inputs
 from .indice_data import IndiceData, build_conv_data, build_subm_data, same_voxels
 from .layouts import LayoutAware, scale_output_channels
 from .modules import SparseModule
+from .saved_tensors import compact_saved_tensors
 from .sparse_tensor import SparseConvTensor
 from .weight_init import INITIALIZERS
 
@@ -84,7 +84,7 @@ class SparseConvolution(LayoutAware, SparseModule):
             # The forward never reads nbr_t; it is there for the input gradient, which derives
             # it when not cached (None). Without autograd (inference) nbr stands in for it.
             nbr_t = data.gradient_map() if needs_autograd(x.features, weight) else nbr
-        with recomputing_saved_inputs(x.features):
+        with compact_saved_tensors():
             features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups, data.symmetric)
         if self.bias is not None:
             features = features + self.bias.to(features.dtype)
@@ -105,6 +105,16 @@ class SparseConvolution(LayoutAware, SparseModule):
                              f"got {x.features.shape[1]}")
 
     def _indice_data(self, x) -> IndiceData:
+        data = self._find_or_build_data(x)
+        if torch.is_grad_enabled():
+            # a training step holds every map until its backward; those no layer is using
+            # now are held packed (packed_map.py)
+            for other in x.indice_dict.values():
+                if other is not data:
+                    other.release()
+        return data
+
+    def _find_or_build_data(self, x) -> IndiceData:
         cached = x.find_indice_pair(self.indice_key)
         if self.inverse:
             return self._inverse_data(x, cached)

@@ -1,26 +1,31 @@
 """What an ``indice_key`` caches: the neighbor map of one layer and everything
 needed to reuse it (submanifold layers) or to invert it (SparseInverseConv)."""
-from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Tuple
 
 import torch
 
 from . import functional as F
+from .packed_map import HeldMap
 
 
-@dataclass
 class IndiceData:
-    kind: str                   # "subm" or "conv"
-    in_indices: torch.Tensor    # voxels the map reads from
-    out_indices: torch.Tensor   # voxels the map writes to (subm: same tensor)
-    nbr: torch.Tensor           # [M, K] int32, output row -> input row per offset
-    in_spatial_shape: List[int]
-    out_spatial_shape: List[int]
-    kernel_size: Tuple[int, ...]
-    stride: Tuple[int, ...]
-    padding: Tuple[int, ...]
-    dilation: Tuple[int, ...]
-    _nbr_t: Optional[torch.Tensor] = field(default=None, repr=False)
+    """One cached map: ``kind`` "subm" or "conv"; the voxels it reads from (``in_indices``) and
+    writes to (``out_indices``, the same tensor for subm); ``nbr [M, K]`` int32, output row ->
+    input row per offset; the geometry it was built with. The map and its transpose are
+    ``HeldMap``s: while a training step runs, only the map in use stays dense (``release``)."""
+
+    def __init__(self, kind: str, in_indices: torch.Tensor, out_indices: torch.Tensor, nbr: torch.Tensor,
+                 in_spatial_shape: List[int], out_spatial_shape: List[int], kernel_size: Tuple[int, ...],
+                 stride: Tuple[int, ...], padding: Tuple[int, ...], dilation: Tuple[int, ...]):
+        self.kind, self.in_indices, self.out_indices = kind, in_indices, out_indices
+        self.in_spatial_shape, self.out_spatial_shape = list(in_spatial_shape), list(out_spatial_shape)
+        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        self._nbr = HeldMap(nbr)
+        self._nbr_t: Optional[HeldMap] = None
+
+    @property
+    def nbr(self) -> torch.Tensor:
+        return self._nbr.dense()
 
     @property
     def symmetric(self) -> bool:
@@ -30,21 +35,31 @@ class IndiceData:
         return self.kind == "subm" and all(k % 2 for k in self.kernel_size)
 
     @property
+    def has_transpose(self) -> bool:
+        return self._nbr_t is not None
+
+    @property
     def nbr_t(self) -> torch.Tensor:
         """[N, K] int32, the transpose: built on first use, because only the input gradient
         of non-symmetric maps and SparseInverseConv read it (inference never does)."""
         if self._nbr_t is None:
             if self.symmetric:
-                self._nbr_t = self.nbr.flip(1)
+                self._nbr_t = HeldMap(self.nbr.flip(1))
             else:
-                self._nbr_t = F.transpose_map(self.nbr, self.in_indices.shape[0])
-        return self._nbr_t
+                self._nbr_t = HeldMap(F.transpose_map(self.nbr, self.in_indices.shape[0]))
+        return self._nbr_t.dense()
 
     def gradient_map(self) -> Optional[torch.Tensor]:
         """What the ops take as ``nbr_t`` for autograd: the transpose if this key already holds it
         (an inverse conv built it), else None: backward derives it (see ``symmetric``) and drops it
         after use, so a training step keeps no transposed map through the forward pass."""
-        return self._nbr_t if not self.symmetric else None
+        return self.nbr_t if self.has_transpose and not self.symmetric else None
+
+    def release(self) -> None:
+        """Hold the map (and its transpose) packed until a layer asks for it again."""
+        self._nbr.release()
+        if self._nbr_t is not None:
+            self._nbr_t.release()
 
     def describe(self) -> str:
         return (f"{self.kind} map (kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "

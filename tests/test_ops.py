@@ -92,6 +92,9 @@ def test_fake_kernels_trace_under_fake_tensor_mode():
         z = ops.scale_shift_relu(y, scale, shift)
         dz, dg, db = ops.batch_norm_relu_backward(z, y, mean, invstd, None, scale, shift, True)
         assert z.shape == dz.shape == y.shape and dg.shape == db.shape == (7,)
+        mask, values, starts = ops.pack_map(cmap)
+        assert mask.shape[1] == 2 and mask.dtype == torch.int16 and starts.dtype == torch.int64
+        assert ops.unpack_map(mask, values, starts, 27).shape == cmap.shape
 
 
 def test_torch_compile_of_gather_mm_matches_eager():
@@ -109,7 +112,8 @@ def test_torch_compile_of_gather_mm_matches_eager():
 
 
 def test_ops_are_registered_with_schema():
-    for name in ["build_subm_map", "build_conv_map", "transpose_map", "gather_mm", "gather_mm_backprop_filter"]:
+    for name in ["build_subm_map", "build_conv_map", "transpose_map", "pack_map", "unpack_map", "gather_mm",
+                 "gather_mm_backprop_filter"]:
         assert hasattr(torch.ops.mx_sparse, name)
     assert mx_sparse._ops.has_kernel("cpu")
     assert torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", "Autograd") or \
@@ -162,3 +166,46 @@ def test_gradients_without_transpose_match_explicit_transpose(groups, kind):
             torch.testing.assert_close(without, with_t, rtol=1e-12, atol=1e-12)
     assert torch.autograd.gradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups, symmetric), (x, w))
     assert torch.autograd.gradgradcheck(lambda a, b: F.gather_mm(a, b, nbr, None, groups, symmetric), (x, w))
+
+
+def packed_map_by_definition(nbr):
+    """pack_map's format from its schema comment, in numpy."""
+    import numpy as np
+    a = nbr.numpy()
+    m, kvol = a.shape
+    words = (kvol + 15) // 16
+    present = np.zeros((m, words * 16), dtype=bool)
+    present[:, :kvol] = a >= 0
+    bits = (present.reshape(m, words, 16) * (1 << np.arange(16))).sum(-1).astype(np.uint16).view(np.int16)
+    per_row = present.sum(1)
+    starts = np.concatenate([[0], np.cumsum(per_row)])[np.r_[0:m:1024, m]]
+    return torch.from_numpy(bits), torch.from_numpy(a[a >= 0]), torch.from_numpy(starts.astype(np.int64))
+
+
+@pytest.mark.parametrize("m,kvol", [(0, 27), (1, 1), (1023, 27), (1025, 16), (3000, 40), (2100, 125)])
+def test_pack_map_matches_definition_and_unpacks_to_the_map(m, kvol):
+    g = torch.Generator().manual_seed(m + kvol)
+    nbr = torch.randint(0, 50_000, (m, kvol), generator=g, dtype=torch.int32)
+    nbr[torch.rand(m, kvol, generator=g) < 0.75] = -1
+    nbr[: m // 7] = -1                        # whole blocks of empty rows too
+    ops = mx_sparse._ops.ops
+    mask, values, starts = ops.pack_map(nbr)
+    ref = packed_map_by_definition(nbr)
+    assert torch.equal(mask, ref[0]) and torch.equal(values, ref[1]) and torch.equal(starts, ref[2])
+    assert torch.equal(ops.unpack_map(mask, values, starts, kvol), nbr)
+
+
+def test_pack_and_unpack_map_reject_what_they_cannot_represent():
+    ops = mx_sparse._ops.ops
+    nbr = torch.tensor([[0, -1, 3], [-1, -2, 1]], dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"nbr: entries must be input rows \(>= 0\) or -1.*got -2 at \[1, 1\]"):
+        ops.pack_map(nbr)
+    with pytest.raises(ValueError, match="nbr: expected an int32"):
+        ops.pack_map(nbr.long())
+    mask, values, starts = ops.pack_map(nbr.clamp(min=-1))
+    with pytest.raises(ValueError, match="block_starts: expected to run from 0 to 2"):
+        ops.unpack_map(mask, values[:2], starts, 3)
+    with pytest.raises(ValueError, match="do not match their block_starts share"):
+        ops.unpack_map(mask ^ 4, values, starts, 3)
+    with pytest.raises(ValueError, match=r"mask: expected int16 \[M, 1\] for kvol=3"):
+        ops.unpack_map(mask.int(), values, starts, 3)

@@ -78,19 +78,19 @@ def test_inference_builds_no_transposed_maps_and_training_does():
     with torch.no_grad():
         y = net(x)
     # only the inverse conv needed a transpose (its forward map)
-    assert y.indice_dict["s1"]._nbr_t is None
+    assert not y.indice_dict["s1"].has_transpose
     d1 = y.indice_dict["d1"]
-    assert torch.equal(d1._nbr_t, F.transpose_map(d1.nbr, d1.in_indices.shape[0]))
+    assert d1.has_transpose and torch.equal(d1.nbr_t, F.transpose_map(d1.nbr, d1.in_indices.shape[0]))
     # the same outputs with autograd; the inverse conv caches d1's transpose (its forward map),
     # the symmetric submanifold map needs none (input gradient on nbr with reversed weights)
     x2 = mx_sparse.SparseConvTensor(feats.clone().requires_grad_(), idx, [8, 9, 10], 2)
     y2 = net(x2)
     torch.testing.assert_close(y2.features, y.features, rtol=0, atol=0)
-    assert y2.indice_dict["s1"]._nbr_t is None
+    assert not y2.indice_dict["s1"].has_transpose
     d1 = y2.indice_dict["d1"]
-    assert torch.equal(d1._nbr_t, F.transpose_map(d1.nbr, d1.in_indices.shape[0]))
+    assert d1.has_transpose and torch.equal(d1.nbr_t, F.transpose_map(d1.nbr, d1.in_indices.shape[0]))
     y2.features.sum().backward()
-    assert y2.indice_dict["s1"]._nbr_t is None
+    assert not y2.indice_dict["s1"].has_transpose
     assert x2.features.grad is not None
 
 
@@ -106,7 +106,7 @@ def test_training_keeps_no_transposed_map():
     y = net(mx_sparse.SparseConvTensor(feats, idx, [8, 9, 10], 2))
     dy = torch.randn_like(y.features)
     y.features.backward(dy)
-    assert all(d._nbr_t is None for d in y.indice_dict.values())
+    assert not any(d.has_transpose for d in y.indice_dict.values())
     d1, s1 = y.indice_dict["d1"], y.indice_dict["s1"]
     h = net[0](mx_sparse.SparseConvTensor(feats.detach(), idx, [8, 9, 10], 2)).features.requires_grad_()
     w = net[1].weight.detach().reshape(27, 4, 5)
@@ -114,3 +114,43 @@ def test_training_keeps_no_transposed_map():
     w0 = net[0].weight.detach().reshape(27, 3, 4)
     dx = F.gather_mm(dh, w0.transpose(1, 2).contiguous(), F.transpose_map(s1.nbr, idx.shape[0]), s1.nbr, 1)
     torch.testing.assert_close(feats.grad, dx, rtol=1e-12, atol=1e-12)
+
+
+def test_training_holds_unused_maps_packed_with_the_same_gradients(monkeypatch):
+    """In grad mode a layer that moves on to another map releases the others (held packed), and
+    autograd saves maps packed and unpacks them in backward; outputs and gradients are bitwise
+    those of dense maps throughout. Inference releases nothing."""
+    from mx_sparse.indice_data import IndiceData
+    from mx_sparse.packed_map import PackedMap
+    idx = random_voxels([10, 11, 12], 2, density=0.25, seed=5)
+    torch.manual_seed(0)
+    net = mx_sparse.SparseSequential(
+        mx_sparse.SubMConv3d(3, 4, 3, indice_key="s1"), mx_sparse.SubMConv3d(4, 4, 3, indice_key="s1"),
+        mx_sparse.SparseConv3d(4, 6, 3, stride=2, padding=1, indice_key="d1"),
+        mx_sparse.SubMConv3d(6, 6, 3, indice_key="s2"), mx_sparse.SparseInverseConv3d(6, 4, 3, indice_key="d1"),
+        mx_sparse.SubMConv3d(4, 2, 3, indice_key="s1")).double()
+    feats = torch.randn(idx.shape[0], 3, dtype=torch.float64)
+
+    def step():
+        x = mx_sparse.SparseConvTensor(feats.clone().requires_grad_(), idx, [10, 11, 12], 2)
+        y = net(x)
+        dense = {k: d._nbr.is_dense for k, d in y.indice_dict.items()}
+        y.features.square().sum().backward()
+        return y.features.detach(), x.features.grad, [p.grad.clone() for p in net.parameters()], dense
+
+    unpacked = []
+    monkeypatch.setattr(PackedMap, "unpack", lambda self, f=PackedMap.unpack: unpacked.append(1) or f(self))
+    y, dx, dws, dense = step()
+    assert dense == {"s1": True, "d1": False, "s2": False}   # the last layer's map only
+    assert len(unpacked) >= 6                                  # every conv's backward read a packed map
+    net.zero_grad()
+    monkeypatch.setattr(IndiceData, "release", lambda self: None)
+    monkeypatch.setattr(mx_sparse.saved_tensors, "packed_form", lambda t: None)
+    y_ref, dx_ref, dws_ref, dense_ref = step()
+    assert all(dense_ref.values())
+    assert torch.equal(y, y_ref) and torch.equal(dx, dx_ref)
+    assert all(torch.equal(a, b) for a, b in zip(dws, dws_ref))
+    monkeypatch.undo()
+    with torch.no_grad():
+        out = net(mx_sparse.SparseConvTensor(feats, idx, [10, 11, 12], 2))
+    assert all(d._nbr.is_dense for d in out.indice_dict.values())

@@ -19,6 +19,13 @@ TORCH_LIBRARY(mx_sparse, m) {
         "int[] kernel_size, int[] stride, int[] padding, int[] dilation) -> (Tensor, Tensor)");
   // nbr_t[i, k] = m where nbr[m, k] = i (each (i, k) has at most one m).
   m.def("transpose_map(Tensor nbr, int num_rows) -> Tensor");
+  // A map reduced to its present entries (CPU), for keeping maps between uses:
+  // mask [M, ceil(K/16)] int16, bit j of mask[m, w] set where nbr[m, 16w + j] >= 0;
+  // values [P] int32, those entries in row-major order; block_starts int64, the
+  // index in values of the first entry of each block of 1024 rows, then P.
+  // unpack_map(pack_map(nbr)..., K) == nbr for every map with entries >= -1.
+  m.def("pack_map(Tensor nbr) -> (Tensor mask, Tensor values, Tensor block_starts)");
+  m.def("unpack_map(Tensor mask, Tensor values, Tensor block_starts, int kvol) -> Tensor");
   // out[m] = sum_k features[nbr[m, k]] @ weight[k]   (per group).
   // nbr_t is not read by the forward; it is the map autograd needs for the
   // input gradient, passed in when it is cached anyway (an indice_key that an

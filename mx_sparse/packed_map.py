@@ -1,0 +1,93 @@
+"""Neighbor maps held packed while no layer is using them.
+
+A map ``[M, K]`` int32 is mostly -1 on LiDAR data: about 7 of the 27 offsets of a
+submanifold map are present, 3 to 4 of a strided one. Yet a training step holds
+every map from its layer's forward to that layer's backward, on CPU about a
+quarter of what the step holds at its peak. ``pack_map`` (kernels/cpu) keeps only
+the present entries plus one bit per (row, offset): a third of the bytes or less.
+
+``HeldMap`` is one map in either form: dense while layers use it, packed after
+``release()``; ``dense()`` unpacks it again on demand. Packing is lazy (only a
+map that is released or saved for backward is packed) and on CPU only. What
+releases maps: a layer that moves on to another map (``SparseConvolution``) and
+autograd, which saves a map for backward as its packed form (saved_tensors.py).
+"""
+import weakref
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ._ops import has_kernel, ops
+
+_HOLDER = "_mx_sparse_held_map"   # attribute of a dense map: weakref to its HeldMap
+
+
+@dataclass(frozen=True)
+class PackedMap:
+    """``pack_map``'s three tensors and the kernel volume: everything ``unpack`` needs."""
+    mask: torch.Tensor
+    values: torch.Tensor
+    block_starts: torch.Tensor
+    kvol: int
+
+    @staticmethod
+    def of(nbr: torch.Tensor) -> "PackedMap":
+        return PackedMap(*ops.pack_map(nbr), nbr.shape[1])
+
+    def unpack(self) -> torch.Tensor:
+        return ops.unpack_map(self.mask, self.values, self.block_starts, self.kvol)
+
+
+def _packable(nbr: torch.Tensor) -> bool:
+    return (nbr.device.type == "cpu" and nbr.dtype == torch.int32 and nbr.dim() == 2 and nbr.shape[1] > 0
+            and has_kernel("cpu"))
+
+
+class HeldMap:
+    """One neighbor map, dense or packed (see the module docstring)."""
+
+    def __init__(self, dense: torch.Tensor):
+        self._dense: Optional[torch.Tensor] = dense
+        self._packed: Optional[PackedMap] = None
+        self._packed_version = -1
+        self._packable = _packable(dense)
+        self._tag(dense)
+
+    def dense(self) -> torch.Tensor:
+        if self._dense is None:
+            self._dense = self._packed.unpack()
+            self._tag(self._dense)
+        return self._dense
+
+    def packed(self) -> Optional[PackedMap]:
+        """The packed form of the current map (None where maps are not packed: not CPU)."""
+        if not self._packable:
+            return None
+        if self._dense is not None and self._dense._version != self._packed_version:
+            self._packed, self._packed_version = PackedMap.of(self._dense), self._dense._version
+        return self._packed
+
+    def release(self) -> None:
+        """Keep only the packed form (no-op where maps are not packed)."""
+        if self._dense is not None and self.packed() is not None:
+            self._dense = None
+
+    @property
+    def is_dense(self) -> bool:
+        return self._dense is not None
+
+    def _tag(self, dense: torch.Tensor) -> None:
+        # a weak reference: a strong one would make a cycle (map -> holder -> map), which only
+        # the garbage collector frees, holding the map for a while after its last use
+        if self._packable:
+            setattr(dense, _HOLDER, weakref.ref(self))
+
+
+def packed_form(t: torch.Tensor) -> Optional[PackedMap]:
+    """The packed form of ``t`` if it is the dense form of a live HeldMap, else None."""
+    ref = getattr(t, _HOLDER, None)
+    holder = ref() if ref is not None else None
+    if holder is None or holder._dense is not t:
+        return None
+    return holder.packed()

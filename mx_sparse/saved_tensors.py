@@ -1,0 +1,50 @@
+"""What a sparse convolution's autograd keeps for backward, made smaller.
+
+Two kinds of tensors a convolution saves are stood in for while the op is called:
+- features that are the output of a fused BatchNorm1d+ReLU: their ``Recipe``
+  (the BatchNorm input, kept anyway, and two per-channel vectors), recomputed in
+  backward (batch_norm_relu.py);
+- neighbor maps held by a ``HeldMap``: their packed form, unpacked in backward
+  (packed_map.py).
+Every other saved tensor is kept as it is, with its version checked at unpack as
+autograd would.
+"""
+import contextlib
+
+import torch
+
+from .batch_norm_relu import Recipe, recipe_of
+from .packed_map import PackedMap, packed_form
+
+
+def _pack(t: torch.Tensor):
+    recipe = recipe_of(t)
+    if recipe is not None:
+        return recipe
+    packed = packed_form(t)
+    if packed is not None:
+        return packed
+    return t, t._version
+
+
+def _unpack(saved):
+    if isinstance(saved, Recipe):
+        return saved.recompute()
+    if isinstance(saved, PackedMap):
+        return saved.unpack()
+    t, version = saved
+    if t._version != version:
+        raise RuntimeError("mx_sparse: a tensor saved by a sparse convolution for backward was modified in place "
+                           f"(version {version} -> {t._version})")
+    return t
+
+
+def compact_saved_tensors():
+    """Context for a sparse convolution's op call, in grad mode. No-op when other saved-tensor
+    hooks are active (torch.utils.checkpoint, offloading): they keep precedence."""
+    if not torch.is_grad_enabled():
+        return contextlib.nullcontext()
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    if top is None or top(False) is not None:
+        return contextlib.nullcontext()
+    return torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
