@@ -199,16 +199,22 @@ at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, c
   return out.to(features.scalar_type());
 }
 
-// Output rows m that have a neighbor through offset k, ascending, for every k.
+// The (input row, output row) pairs of every offset k, in ascending output row.
 // The map is compacted column by column within fixed blocks of rows (a block's
 // map tile stays in cache while its columns are read; whole columns would
 // stream the map once per offset), then each offset's pieces are joined in
-// block order.
-std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m, int64_t kvol, int64_t n_in,
-                                                  MapRangeCheck& bad) {
+// block order. Keeping the input rows here means the weight gradient never reads
+// the map again (a lookup nbr[m, k] per pair, one cache line each).
+struct OffsetPairs {
+  std::vector<int32_t> in, out;
+  int64_t size() const { return static_cast<int64_t>(out.size()); }
+};
+
+std::vector<OffsetPairs> pairs_per_offset(const int32_t* nbr, int64_t m, int64_t kvol, int64_t n_in,
+                                          MapRangeCheck& bad) {
   constexpr int64_t kBlock = 2048;
   const int64_t nblocks = (m + kBlock - 1) / kBlock;
-  std::vector<std::vector<int32_t>> pieces(nblocks * kvol);
+  std::vector<OffsetPairs> pieces(nblocks * kvol);
   parallel_dynamic(nblocks, worth_parallel(nblocks, double(kBlock) * kvol), [&](auto next_block) {
     std::vector<int32_t> in_rows(kBlock + 16), tile_rows(kBlock + 16);
     for (int64_t b = next_block(); b < nblocks; b = next_block()) {
@@ -217,22 +223,29 @@ std::vector<std::vector<int32_t>> rows_per_offset(const int32_t* nbr, int64_t m,
         const MapColumn col =
             compact_map_column(nbr + r0 * kvol, rows, kvol, k, n_in, in_rows.data(), tile_rows.data());
         if (col.bad_row >= 0) bad.report(r0 + col.bad_row);
-        std::vector<int32_t>& piece = pieces[b * kvol + k];
-        piece.resize(col.count);
-        for (int64_t j = 0; j < col.count; ++j) piece[j] = static_cast<int32_t>(r0 + tile_rows[j]);
+        OffsetPairs& piece = pieces[b * kvol + k];
+        piece.in.assign(in_rows.begin(), in_rows.begin() + col.count);
+        piece.out.resize(col.count);
+        for (int64_t j = 0; j < col.count; ++j) piece.out[j] = static_cast<int32_t>(r0 + tile_rows[j]);
       }
     }
   });
-  std::vector<std::vector<int32_t>> rows(kvol);
+  std::vector<OffsetPairs> pairs(kvol);
   // offsets differ in size (the centre of a submanifold map has every row): taken dynamically
   parallel_dynamic(kvol, worth_parallel(kvol, double(m)), [&](auto next_offset) {
-    for (int64_t k = next_offset(); k < kvol; k = next_offset())
+    for (int64_t k = next_offset(); k < kvol; k = next_offset()) {
+      int64_t total = 0;
+      for (int64_t b = 0; b < nblocks; ++b) total += pieces[b * kvol + k].size();
+      pairs[k].in.reserve(total);
+      pairs[k].out.reserve(total);
       for (int64_t b = 0; b < nblocks; ++b) {
-        const std::vector<int32_t>& piece = pieces[b * kvol + k];
-        rows[k].insert(rows[k].end(), piece.begin(), piece.end());
+        const OffsetPairs& piece = pieces[b * kvol + k];
+        pairs[k].in.insert(pairs[k].in.end(), piece.in.begin(), piece.in.end());
+        pairs[k].out.insert(pairs[k].out.end(), piece.out.begin(), piece.out.end());
       }
+    }
   });
-  return rows;
+  return pairs;
 }
 
 // The weight gradient is a reduction over all pairs of an offset. Pairs are cut
@@ -248,25 +261,23 @@ struct PairChunk {
   int64_t k, begin, end;
 };
 
-std::vector<PairChunk> chunk_pairs(const std::vector<std::vector<int32_t>>& rows) {
+std::vector<PairChunk> chunk_pairs(const std::vector<OffsetPairs>& pairs) {
   std::vector<PairChunk> chunks;
-  for (int64_t k = 0; k < static_cast<int64_t>(rows.size()); ++k)
-    for (int64_t b = 0; b < static_cast<int64_t>(rows[k].size()); b += kPairsPerChunk)
-      chunks.push_back({k, b, std::min<int64_t>(b + kPairsPerChunk, rows[k].size())});
+  for (int64_t k = 0; k < static_cast<int64_t>(pairs.size()); ++k)
+    for (int64_t b = 0; b < pairs[k].size(); b += kPairsPerChunk)
+      chunks.push_back({k, b, std::min<int64_t>(b + kPairsPerChunk, pairs[k].size())});
   return chunks;
 }
 
 // partial[i][j] += sum over the chunk's pairs (m, k) of in[nbr[m, k]][i] * grad[m][j], per group.
 template <typename T>
-void filter_chunk(const T* in, const T* grad, const int32_t* nbr, const GroupedShape& s, const PairChunk& ch,
-                  const std::vector<int32_t>& ms, T* partial, std::vector<const T*>& a_rows,
-                  std::vector<const T*>& g_rows) {
+void filter_chunk(const T* in, const T* grad, const GroupedShape& s, const PairChunk& ch, const OffsetPairs& pairs,
+                  T* partial, std::vector<const T*>& a_rows, std::vector<const T*>& g_rows) {
   for (int64_t p0 = ch.begin; p0 < ch.end; p0 += kPairsPerSlice) {
     const int64_t n = std::min(kPairsPerSlice, ch.end - p0);
     for (int64_t p = 0; p < n; ++p) {
-      const int64_t m = ms[p0 + p];
-      a_rows[p] = in + int64_t(nbr[m * s.kvol + ch.k]) * s.cin;
-      g_rows[p] = grad + m * s.cout;
+      a_rows[p] = in + int64_t(pairs.in[p0 + p]) * s.cin;
+      g_rows[p] = grad + int64_t(pairs.out[p0 + p]) * s.cout;
     }
     for (int64_t g = 0; g < s.groups; ++g) {
       gemm_tn_rows(n, s.cin_g, s.cout_g, a_rows.data(), g_rows.data(), partial + g * s.cout_g, s.cout);
@@ -307,29 +318,28 @@ struct RowScratch {
 };
 
 template <typename T>
-void backprop_filter_kernel(const T* in, const T* grad, const int32_t* nbr, const GroupedShape& s,
-                            const std::vector<std::vector<int32_t>>& rows, T* dw) {
-  reduce_chunks<T, RowScratch<T>>(chunk_pairs(rows), s, dw, [&](const PairChunk& ch, T* partial, RowScratch<T>& sc) {
-    filter_chunk(in, grad, nbr, s, ch, rows[ch.k], partial, sc.a_rows, sc.g_rows);
+void backprop_filter_kernel(const T* in, const T* grad, const GroupedShape& s, const std::vector<OffsetPairs>& pairs,
+                            T* dw) {
+  reduce_chunks<T, RowScratch<T>>(chunk_pairs(pairs), s, dw, [&](const PairChunk& ch, T* partial, RowScratch<T>& sc) {
+    filter_chunk(in, grad, s, ch, pairs[ch.k], partial, sc.a_rows, sc.g_rows);
   });
 }
 
 // bfloat16 on AMX (groups == 1): the chunk's pairs go through one gemm_tn_amx call.
-void backprop_filter_bf16_amx(const uint16_t* in, const uint16_t* grad, const int32_t* nbr, const GroupedShape& s,
-                              const std::vector<std::vector<int32_t>>& rows, float* dw) {
+void backprop_filter_bf16_amx(const uint16_t* in, const uint16_t* grad, const GroupedShape& s,
+                              const std::vector<OffsetPairs>& pairs, float* dw) {
   struct Scratch {
     explicit Scratch(const GroupedShape& s) : pairs(s.cin, s.cout), a_rows(kPairsPerChunk), g_rows(kPairsPerChunk) {}
     AmxPairsScratch pairs;
     std::vector<const uint16_t*> a_rows, g_rows;
   };
   static_assert(kPairsPerChunk <= AmxPairsScratch::kMaxPairs, "a chunk must fit the AMX pair buffers");
-  reduce_chunks<float, Scratch>(chunk_pairs(rows), s, dw, [&](const PairChunk& ch, float* partial, Scratch& sc) {
-    const std::vector<int32_t>& ms = rows[ch.k];
+  reduce_chunks<float, Scratch>(chunk_pairs(pairs), s, dw, [&](const PairChunk& ch, float* partial, Scratch& sc) {
+    const OffsetPairs& kp = pairs[ch.k];
     const int64_t n = ch.end - ch.begin;
     for (int64_t p = 0; p < n; ++p) {
-      const int64_t m = ms[ch.begin + p];
-      sc.a_rows[p] = in + int64_t(nbr[m * s.kvol + ch.k]) * s.cin;
-      sc.g_rows[p] = grad + m * s.cout;
+      sc.a_rows[p] = in + int64_t(kp.in[ch.begin + p]) * s.cin;
+      sc.g_rows[p] = grad + int64_t(kp.out[ch.begin + p]) * s.cout;
     }
     gemm_tn_amx(n, sc.a_rows.data(), sc.g_rows.data(), partial, s.cout, sc.pairs);
   });
@@ -350,21 +360,21 @@ at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::T
   const GroupedShape s{groups, cin, cout, cin / groups, cout / groups, nbr_in.size(1)};
   const at::Tensor nbr = nbr_in.contiguous();
   MapRangeCheck bad;
-  const auto rows = rows_per_offset(nbr.data_ptr<int32_t>(), nbr.size(0), s.kvol, features.size(0), bad);
+  const auto pairs = pairs_per_offset(nbr.data_ptr<int32_t>(), nbr.size(0), s.kvol, features.size(0), bad);
   bad.raise_if_bad("nbr", features.size(0));
   const auto acc = accumulate_type(features.scalar_type());
   at::Tensor dw = at::zeros({s.kvol, s.cin_g, cout}, features.options().dtype(acc));
   if (use_amx(features, s) && groups == 1) {
     const at::Tensor f = features.contiguous(), g = grad.contiguous();
     backprop_filter_bf16_amx(reinterpret_cast<const uint16_t*>(f.data_ptr<at::BFloat16>()),
-                             reinterpret_cast<const uint16_t*>(g.data_ptr<at::BFloat16>()), nbr.data_ptr<int32_t>(), s,
-                             rows, dw.data_ptr<float>());
+                             reinterpret_cast<const uint16_t*>(g.data_ptr<at::BFloat16>()), s, pairs,
+                             dw.data_ptr<float>());
     return dw.to(at::kBFloat16);
   }
   const at::Tensor f = features.to(acc).contiguous(), g = grad.to(acc).contiguous();
   AT_DISPATCH_FLOATING_TYPES(acc, "gather_mm_backprop_filter_cpu", [&] {
-    backprop_filter_kernel<scalar_t>(f.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), nbr.data_ptr<int32_t>(), s,
-                                     rows, dw.data_ptr<scalar_t>());
+    backprop_filter_kernel<scalar_t>(f.data_ptr<scalar_t>(), g.data_ptr<scalar_t>(), s, pairs,
+                                     dw.data_ptr<scalar_t>());
   });
   return dw.to(features.scalar_type());
 }
