@@ -57,6 +57,7 @@ class HeldMap:
     def dense(self) -> torch.Tensor:
         if self._dense is None:
             self._dense = self._packed.unpack()
+            self._packed_version = self._dense._version   # the packed form is still current
             self._tag(self._dense)
         return self._dense
 
