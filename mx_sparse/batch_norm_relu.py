@@ -17,10 +17,14 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ._ops import ops
 
-RECIPE = "_mx_sparse_recompute"   # attribute of y: how to recompute it (a Recipe)
+# How to recompute each fused output, keyed by the output tensor (weakly, by identity: an
+# entry goes with its tensor). Not an attribute of the tensor: attributes travel with it into
+# pickles and torch.save files, which torch.load(weights_only=True) then rejects.
+_RECIPES = WeakIdKeyDictionary()
 _FUSED_DTYPES = (torch.float32, torch.float64)
 
 
@@ -87,7 +91,7 @@ class _BatchNormReLU(torch.autograd.Function):
             x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps)
         ctx.save_for_backward(x, gamma, mean, invstd, scale, shift)
         ctx.batch_stats = batch_stats
-        setattr(y, RECIPE, Recipe(x, x._version, y._version, scale, shift))
+        _RECIPES[y] = Recipe(x, x._version, y._version, scale, shift)
         return y
 
     @staticmethod
@@ -105,7 +109,7 @@ class _BatchNormReLU(torch.autograd.Function):
 def recipe_of(y: torch.Tensor):
     """The Recipe that recomputes ``y``, if ``y`` is a fused output and neither it nor its input
     changed since; else None."""
-    recipe = getattr(y, RECIPE, None)
+    recipe = _RECIPES.get(y)
     if recipe is not None and y._version == recipe.y_version and recipe.x._version == recipe.x_version:
         return recipe
     return None

@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ._ops import has_kernel, ops
 
-_HOLDER = "_mx_sparse_held_map"   # attribute of a dense map: weakref to its HeldMap
+# The HeldMap of each dense map it hands out, keyed by the tensor (weakly, by identity), held
+# through a weak reference: a strong one would keep the map alive through its holder (map ->
+# holder -> map). Not an attribute of the tensor, which would travel into pickles.
+_HOLDERS = WeakIdKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -52,13 +56,13 @@ class HeldMap:
         self._packed: Optional[PackedMap] = None
         self._packed_version = -1
         self._packable = _packable(dense)
-        self._tag(dense)
+        self._register(dense)
 
     def dense(self) -> torch.Tensor:
         if self._dense is None:
             self._dense = self._packed.unpack()
             self._packed_version = self._dense._version   # the packed form is still current
-            self._tag(self._dense)
+            self._register(self._dense)
         return self._dense
 
     def packed(self) -> Optional[PackedMap]:
@@ -78,16 +82,14 @@ class HeldMap:
     def is_dense(self) -> bool:
         return self._dense is not None
 
-    def _tag(self, dense: torch.Tensor) -> None:
-        # a weak reference: a strong one would make a cycle (map -> holder -> map), which only
-        # the garbage collector frees, holding the map for a while after its last use
+    def _register(self, dense: torch.Tensor) -> None:
         if self._packable:
-            setattr(dense, _HOLDER, weakref.ref(self))
+            _HOLDERS[dense] = weakref.ref(self)
 
 
 def packed_form(t: torch.Tensor) -> Optional[PackedMap]:
     """The packed form of ``t`` if it is the dense form of a live HeldMap, else None."""
-    ref = getattr(t, _HOLDER, None)
+    ref = _HOLDERS.get(t)
     holder = ref() if ref is not None else None
     if holder is None or holder._dense is not t:
         return None

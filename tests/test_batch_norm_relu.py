@@ -213,7 +213,7 @@ def test_bn_relu_in_a_residual_block(monkeypatch):
     """mx_sparse.bn_relu, as VoxelResBackBone8x's residual block calls it on x.features: the
     fused step where SparseSequential would fuse (its output carries the recompute recipe),
     torch's modules otherwise; same outputs, gradients and running statistics either way."""
-    from mx_sparse.batch_norm_relu import RECIPE
+    from mx_sparse.batch_norm_relu import recipe_of
     from mx_sparse.models import backbones
     torch.manual_seed(0)
     net = mx_sparse.SparseSequential(block(4, 8, "a"), backbones.SparseBasicBlock(8, "a")).double()
@@ -221,14 +221,14 @@ def test_bn_relu_in_a_residual_block(monkeypatch):
     fused_outputs = []
     monkeypatch.setattr(backbones, "bn_relu", lambda *a: fused_outputs.append(mx_sparse.bn_relu(*a)) or fused_outputs[-1])
     y = net(sparse_input())
-    assert len(fused_outputs) == 1 and hasattr(fused_outputs[0], RECIPE)
+    assert len(fused_outputs) == 1 and recipe_of(fused_outputs[0]) is not None
     fused_outputs.clear()
     assert_matches_unfused(monkeypatch, net, ref, y)
     torch.testing.assert_close(net[1].bn1.running_var, ref[1].bn1.running_var, rtol=1e-12, atol=1e-12)
 
     x = features(50, 3, torch.float64)
     monkeypatch.setattr(mx_sparse.SparseSequential, "fuse_bn_relu", True)
-    assert hasattr(mx_sparse.bn_relu(x, make_bn(3, torch.float64), nn.ReLU()), RECIPE)
+    assert recipe_of(mx_sparse.bn_relu(x, make_bn(3, torch.float64), nn.ReLU())) is not None
     # not fusable (LeakyReLU): the modules run as they are
     leaky = mx_sparse.bn_relu(x, make_bn(3, torch.float64), nn.LeakyReLU(0.5))
-    assert not hasattr(leaky, RECIPE) and (leaky < 0).any()
+    assert recipe_of(leaky) is None and (leaky < 0).any()

@@ -154,3 +154,20 @@ def test_training_holds_unused_maps_packed_with_the_same_gradients(monkeypatch):
     with torch.no_grad():
         out = net(mx_sparse.SparseConvTensor(feats, idx, [10, 11, 12], 2))
     assert all(d._nbr.is_dense for d in out.indice_dict.values())
+
+
+def test_maps_and_fused_outputs_save_and_load_as_plain_tensors(tmp_path):
+    """What mx_sparse tracks about a map or a fused BatchNorm+ReLU output lives outside the
+    tensor, so both save and load (torch.load's default weights_only=True) as plain tensors."""
+    idx = random_voxels([8, 9, 10], 2, density=0.25, seed=6)
+    torch.manual_seed(0)
+    net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(3, 4, 3, indice_key="s1"), nn.BatchNorm1d(4), nn.ReLU(),
+                                     mx_sparse.SparseConv3d(4, 4, 3, stride=2, padding=1, indice_key="d1"))
+    x = mx_sparse.SparseConvTensor(torch.randn(idx.shape[0], 3, requires_grad=True), idx, [8, 9, 10], 2)
+    y = net[:3](x)
+    from mx_sparse.batch_norm_relu import recipe_of
+    assert recipe_of(y.features) is not None          # the fused step ran
+    out = net[3](y)
+    for name, t in (("features", y.features), ("s1", out.indice_dict["s1"].nbr), ("d1", out.indice_dict["d1"].nbr)):
+        torch.save(t, tmp_path / f"{name}.pt")
+        assert torch.equal(torch.load(tmp_path / f"{name}.pt"), t.detach())
