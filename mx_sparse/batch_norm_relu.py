@@ -3,9 +3,9 @@
 Per conv-BN-ReLU block, torch's modules keep two ``[N, C]`` tensors for backward:
 the BatchNorm input ``x`` and the ReLU output ``y`` (also the saved input of the
 next convolution). Here the backward needs only ``x`` (it recomputes the ReLU
-mask), and ``y`` carries a *recipe* (``x``, per-channel scale and shift): a sparse
-convolution taking ``y`` saves the recipe instead and recomputes ``y`` in its own
-backward (one elementwise pass). ``SparseSequential`` uses this for every
+mask), and ``y`` has a *recipe* (``x``, per-channel scale and shift; ``recipe_of``): a
+sparse convolution taking ``y`` saves the recipe instead (saved_tensors.py) and
+recomputes ``y`` in its own backward (one elementwise pass). ``SparseSequential`` uses this for every
 ``BatchNorm1d, ReLU`` pair of plain torch modules on CPU features, float32/64, and
 ``mx_sparse.bn_relu`` offers it to hand-written blocks
 (``SparseSequential.fuse_bn_relu = False`` turns both off).
