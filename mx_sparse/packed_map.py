@@ -8,9 +8,10 @@ the present entries plus one bit per (row, offset): a third of the bytes or less
 
 ``HeldMap`` is one map in either form: dense while layers use it, packed after
 ``release()``; ``dense()`` unpacks it again on demand. Packing is lazy (only a
-map that is released or saved for backward is packed) and on CPU only. What
-releases maps: a layer that moves on to another map (``SparseConvolution``) and
-autograd, which saves a map for backward as its packed form (saved_tensors.py).
+map that is released or saved for backward is packed) and on CPU only. Who uses
+the packed form: a layer that moves on to another map releases the others
+(``SparseConvolution``), and autograd saves maps for backward packed
+(saved_tensors.py).
 """
 import weakref
 from dataclasses import dataclass
