@@ -209,3 +209,21 @@ def test_pack_and_unpack_map_reject_what_they_cannot_represent():
         ops.unpack_map(mask ^ 4, values, starts, 3)
     with pytest.raises(ValueError, match=r"mask: expected int16 \[M, 1\] for kvol=3"):
         ops.unpack_map(mask.int(), values, starts, 3)
+
+
+def test_opcheck_passes_for_the_map_and_gather_ops():
+    """torch.library.opcheck (schema, autograd registration, FakeTensor, AOT dispatch), as
+    docs/en/ops.md states."""
+    opcheck = getattr(torch.library, "opcheck", None)
+    if opcheck is None:
+        pytest.skip("torch.library.opcheck needs torch >= 2.4")
+    ops = mx_sparse._ops.ops
+    idx = random_voxels([6, 6, 6], 1, density=0.3, seed=1)
+    nbr = F.build_subm_map(idx, [6, 6, 6], 1, [3, 3, 3], [1, 1, 1])
+    feats = torch.randn(idx.shape[0], 4, requires_grad=True)
+    weight = torch.randn(27, 4, 5, requires_grad=True)
+    for op, args in ((ops.pack_map, (nbr,)), (ops.unpack_map, (*ops.pack_map(nbr), 27)),
+                     (ops.transpose_map, (nbr, idx.shape[0])), (ops.gather_mm, (feats, weight, nbr, None, 1, True)),
+                     (ops.gather_mm_backprop_filter, (feats.detach(), torch.randn(idx.shape[0], 5), nbr, None, 1, True))):
+        result = opcheck(op, args)
+        assert all(v == "SUCCESS" for v in result.values()), (op, result)
