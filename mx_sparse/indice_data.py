@@ -27,6 +27,10 @@ class IndiceData:
     def nbr(self) -> torch.Tensor:
         return self._nbr.dense()
 
+    @nbr.setter
+    def nbr(self, nbr: torch.Tensor) -> None:
+        self._nbr, self._nbr_t = HeldMap(nbr), None   # a transpose of the old map no longer applies
+
     @property
     def symmetric(self) -> bool:
         """Submanifold map of an odd kernel: offset K-1-k is the negation of offset k, so the

@@ -171,3 +171,21 @@ def test_maps_and_fused_outputs_save_and_load_as_plain_tensors(tmp_path):
     for name, t in (("features", y.features), ("s1", out.indice_dict["s1"].nbr), ("d1", out.indice_dict["d1"].nbr)):
         torch.save(t, tmp_path / f"{name}.pt")
         assert torch.equal(torch.load(tmp_path / f"{name}.pt"), t.detach())
+
+
+def test_indice_data_interface_survives_packing():
+    """IndiceData (also spconv.pytorch.core.IndiceData of the spconv surface): keyword
+    construction, the map read back unchanged after release(), assignment of a new map
+    (which drops a cached transpose)."""
+    from mx_sparse import functional as F
+    from mx_sparse.indice_data import IndiceData
+    idx = random_voxels([6, 7, 8], 2, density=0.3, seed=9)
+    out_idx, nbr = F.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    d = IndiceData(kind="conv", in_indices=idx, out_indices=out_idx, nbr=nbr.clone(), in_spatial_shape=[6, 7, 8],
+                   out_spatial_shape=[3, 4, 4], kernel_size=(3, 3, 3), stride=(2, 2, 2), padding=(1, 1, 1),
+                   dilation=(1, 1, 1))
+    nbr_t = d.nbr_t.clone()
+    d.release()
+    assert not d._nbr.is_dense and torch.equal(d.nbr, nbr) and torch.equal(d.nbr_t, nbr_t)
+    d.nbr = torch.full_like(nbr, -1)
+    assert not d.has_transpose and (d.nbr == -1).all()
