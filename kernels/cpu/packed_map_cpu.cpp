@@ -22,7 +22,7 @@
 namespace mxs {
 namespace {
 
-constexpr int64_t kRowsPerBlock = 1024;  // schema.cpp names this size; both sides must agree
+constexpr int64_t kRowsPerBlock = 1024;  // part of the format: schema.cpp and the fake kernel name it
 constexpr int64_t kLanes = 16;           // offsets per mask word (int16)
 
 int64_t mask_words(int64_t kvol) { return (kvol + kLanes - 1) / kLanes; }
@@ -30,7 +30,8 @@ int64_t num_blocks(int64_t m) { return (m + kRowsPerBlock - 1) / kRowsPerBlock; 
 uint16_t lanes_below(int64_t n) { return n >= kLanes ? 0xFFFF : n <= 0 ? 0 : uint16_t((1u << n) - 1u); }
 
 // The three kernels below exist twice: portable, and AVX-512 (compress/expand of
-// 16 offsets at a time). Each returns the number of values of its rows.
+// 16 offsets at a time). mask_rows returns the number of values of its rows,
+// unpack_rows the number it read.
 
 // mask bits of rows [r0, r1); the first entry below -1 is recorded in `bad`.
 int64_t mask_rows_generic(const int32_t* nbr, int64_t kvol, int64_t r0, int64_t r1, uint16_t* mask, int64_t& bad) {
