@@ -1,6 +1,7 @@
 // Portable implementation of gemm_rows.h, and the run-time switch to the
 // AVX-512 kernels (gemm_rows_avx512.cpp) on CPUs that have them.
 #include "gemm_rows.h"
+#include "portable_switch.h"
 
 #include <cstdlib>
 
@@ -13,7 +14,7 @@ void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* c
                          float* D, int64_t ldd);
 void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
                             float* const* c);
-static const bool kUseAvx512 = __builtin_cpu_supports("avx512f");
+static const bool kUseAvx512 = __builtin_cpu_supports("avx512f") && !portable_kernels_only();
 #else
 static const bool kUseAvx512 = false;
 #endif

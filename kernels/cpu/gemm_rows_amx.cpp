@@ -10,6 +10,7 @@
 // scratch tile and added into the accumulator rows (which lie anywhere in the
 // output tile, so they cannot be tile-loaded directly).
 #include "gemm_rows_amx.h"
+#include "portable_switch.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -53,7 +54,7 @@ bool request_tile_state() {
 
 bool detect_amx() {
   const char* off = std::getenv("MXS_DISABLE_AMX");
-  if (off && *off && std::strcmp(off, "0") != 0) return false;
+  if ((off && *off && std::strcmp(off, "0") != 0) || portable_kernels_only()) return false;
 #ifdef MXS_HAVE_AMX_BUILD
   return cpu_has_amx_bf16() && request_tile_state();
 #else

@@ -1,5 +1,6 @@
 // Portable and AVX-512 versions of map_column.h, picked once at load time.
 #include "map_column.h"
+#include "portable_switch.h"
 
 #include "../common/mxs_qualifiers.h"  // kNoNeighbor
 
@@ -50,7 +51,7 @@ MapColumn compact_avx512(const int32_t* tile, int64_t rows, int64_t kvol, int64_
   return col;
 }
 #pragma GCC pop_options
-const bool kUseAvx512 = __builtin_cpu_supports("avx512f");
+const bool kUseAvx512 = __builtin_cpu_supports("avx512f") && !portable_kernels_only();
 #endif
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "../ops/op_args.h"
 #include "fast_divide.h"
 #include "parallel_dynamic.h"
+#include "portable_switch.h"
 #include "sorted_voxels.h"
 
 namespace mxs {
@@ -387,7 +388,7 @@ std::vector<int64_t> run_starts(const std::vector<OutputPair>& pairs) {
 // only taken on CPUs that have the instruction (use_output_bitmap).
 #pragma GCC push_options
 #pragma GCC target("popcnt")
-const bool kHavePopcnt = __builtin_cpu_supports("popcnt");
+const bool kHavePopcnt = __builtin_cpu_supports("popcnt") && !portable_kernels_only();
 #else
 const bool kHavePopcnt = true;
 #endif

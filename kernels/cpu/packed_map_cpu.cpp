@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "../common/mxs_qualifiers.h"  // kNoNeighbor
+#include "portable_switch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -121,7 +122,8 @@ int64_t unpack_rows_avx512(const uint16_t* mask, const int32_t* values, int64_t 
   return used;
 }
 #pragma GCC pop_options
-const bool kUseAvx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("popcnt");
+const bool kUseAvx512 =
+    __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("popcnt") && !portable_kernels_only();
 #else
 const bool kUseAvx512 = false;
 #endif
