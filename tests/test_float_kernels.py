@@ -1,10 +1,11 @@
 """float32 compute primitives (the AVX-512 kernels where the CPU has them) against
 float64 sums, over channel counts that reach every register-tile path: output
-columns in 64-wide strips (7 rows x 4 vectors) with and without a masked tail,
+columns in 64-wide strips (6 rows x 4 vectors) with and without a masked tail,
 32- and 16-wide remainders (14 rows x 2 or 1 vectors), gather_mm's pair-packed
-path for at most 32 output channels per group (odd and even input channels), and
-input channel counts that leave every row-tail size of the weight-gradient tiles
-(whose rows are the input channels)."""
+path for at most 32 output channels per group (odd and even input channels), the
+weight gradient's row-pair path for at most 16, and input channel counts that
+leave every row-tail size of the weight-gradient tiles (whose rows are the input
+channels)."""
 import pytest
 import torch
 
@@ -37,7 +38,7 @@ def test_gather_mm_float32_against_float64(cin, cout):
 
 
 @pytest.mark.parametrize("cin", CIN)
-@pytest.mark.parametrize("cout", [16, 33, 64, 100])
+@pytest.mark.parametrize("cout", [16, 20, 32, 33, 64, 100])
 def test_backprop_filter_float32_against_float64(cin, cout):
     # about 2250 pairs per offset: more than one 2048-pair chunk, slices of 256 and a tail
     n_in, m, kvol = 400, 2500, 3

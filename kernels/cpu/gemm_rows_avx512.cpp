@@ -1,16 +1,18 @@
 // AVX-512 float kernels of gemm_rows.h. The output is cut into column strips;
 // a strip is computed R rows at a time in a register tile of R x NV vectors:
-//   strips of 64 columns: 7 rows x 4 vectors  (28 zmm accumulators)
+//   strips of 64 columns: 6 rows x 4 vectors  (24 zmm accumulators)
 //   the last 32 or 16:   14 rows x 2 vectors, or 14 rows x 1 vector
-// Each p step loads the strip's NV B vectors and broadcasts one A value per row,
-// so a wide strip needs 11 loads per 28 FMAs where 14 x 2 needs 16; 28
-// accumulators (of 32 registers) also spread each tile's final read-add-write of
-// its output rows over more work. Measured on the captured KITTI calls against
-// the former 8 x 2 tile: 14 x 2 took 7-8 % off all gather_mm and weight-gradient
-// calls, 7 x 4 strips another 12 % (25-35 % on gather_mm with 64 or more output
-// channels). Outputs of at most 32 columns take row/column pairs instead (below:
-// gemm_rows_pairs on pair-packed B, and gemm_tn_rows two D rows per broadcast), as
-// there a float broadcast feeds at most two FMAs. Column tails use masked
+// Each p step loads the strip's NV B vectors and broadcasts one A value per row.
+// A tile must fit the 32 vector registers with its B vectors and broadcast:
+// R * NV + NV + 1 <= 32. One register more (the former 7 x 4 tile) and GCC keeps
+// an accumulator on the stack, a store and a reload on every p step. Operand
+// pointers are copied into locals before the p loop: read through the callers'
+// arrays, GCC reloads them on every step. Both together, measured on the captured
+// KITTI calls: 10-15 % off gather_mm with 64 output channels.
+// Narrow outputs take row/column pairs instead, as there a float broadcast feeds
+// at most two FMAs: gemm_rows_pairs on pair-packed B (up to 32 columns) and
+// gemm_tn_rows two D rows per broadcast (up to 16; at 32 columns the plain 14 x 2
+// tile measured as fast, in-process A/B). Column tails use masked
 // loads/stores (masked-off lanes never fault), row tails a smaller instantiation.
 // Compiled for AVX-512 by the target pragma alone and only called after the
 // run-time CPU check in gemm_rows.cpp.
@@ -18,6 +20,7 @@
 #include <immintrin.h>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx512bw,fma")
@@ -27,28 +30,40 @@
 // GCC 12 keeps the accumulator array in memory and stores every accumulator on
 // every p step.
 #define MXS_UNROLL _Pragma("GCC unroll 16")
+#define MXS_INLINE inline __attribute__((always_inline))
 
 namespace mxs {
 namespace {
 
 inline __mmask16 mask_of(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? 0 : __mmask16((1u << n) - 1u); }
 
-// acc[r][v] = sum_p A(r, p) * B(p)[16v..16v+16) over p ascending; then out(r) += acc[r].
-// mask[v] selects the columns of vector v that exist.
-template <int R, int NV, typename AOf, typename BOf, typename Out>
-inline void block(int64_t kdim, AOf a_of, BOf b_of, Out out, const __mmask16* mask) {
-  __m512 acc[R][NV];
+// R * NV accumulators, `live` other vectors held through the p loop, and R <= 16
+// for MXS_UNROLL.
+template <int R, int NV>
+constexpr bool fits_registers(int live) {
+  return R <= 16 && R * NV + live <= 32;
+}
+
+template <int R, int NV>
+MXS_INLINE void zero(__m512 (&acc)[R][NV]) {
   MXS_UNROLL for (int r = 0; r < R; ++r)
     MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
-  for (int64_t p = 0; p < kdim; ++p) {
-    const float* b = b_of(p);
-    __m512 bv[NV];
-    MXS_UNROLL for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + 16 * v);
-    MXS_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(a_of(r, p));
-      MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
-    }
+}
+
+// acc[r][v] += a_at(r) * b[16v..16v+16) for r < R: one p step.
+template <int R, int NV, typename AAt>
+MXS_INLINE void fma_step(__m512 (&acc)[R][NV], const float* b, const __mmask16* mask, AAt a_at) {
+  __m512 bv[NV];
+  MXS_UNROLL for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + 16 * v);
+  MXS_UNROLL for (int r = 0; r < R; ++r) {
+    const __m512 av = _mm512_set1_ps(a_at(r));
+    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
   }
+}
+
+// out(r)[16v..16v+16) += acc[r][v], the columns of mask[v] only.
+template <int R, int NV, typename Out>
+MXS_INLINE void add_tile(const __m512 (&acc)[R][NV], Out out, const __mmask16* mask) {
   MXS_UNROLL for (int r = 0; r < R; ++r) {
     float* o = out(r);
     MXS_UNROLL for (int v = 0; v < NV; ++v)
@@ -56,42 +71,69 @@ inline void block(int64_t kdim, AOf a_of, BOf b_of, Out out, const __mmask16* ma
   }
 }
 
-// The last `rows` (< R) rows of a strip: instantiate the exact row count.
-template <int R, int NV, typename AOf, typename BOf, typename Out>
-inline void row_tail(int64_t rows, int64_t kdim, AOf a_of, BOf b_of, Out out, const __mmask16* mask) {
-  if (rows == R) return block<R, NV>(kdim, a_of, b_of, out, mask);
-  if constexpr (R > 1) row_tail<R - 1, NV>(rows, kdim, a_of, b_of, out, mask);
+template <int R>
+using Rows = std::integral_constant<int, R>;
+
+// block(Rows<R>(), r0) for r0 = 0, R, 2R, ...; the last m % R rows as one more
+// block of exactly that many rows (its own instantiation).
+template <int R, typename Block>
+inline void tail_block(int64_t rows, int64_t r0, Block block) {
+  if (rows == R) return block(Rows<R>(), r0);
+  if constexpr (R > 1) tail_block<R - 1>(rows, r0, block);
 }
 
-// All m rows of one column strip (NV vectors wide), R rows at a time.
-template <int R, int NV, typename AOf, typename BOf, typename Out>
-inline void strip(int64_t m, int64_t kdim, AOf a_of, BOf b_of, Out out, const __mmask16* mask) {
-  static_assert(R <= 16 && R * NV <= 28, "MXS_UNROLL must cover R; accumulators + B vectors must fit 32 registers");
+template <int R, typename Block>
+inline void row_blocks(int64_t m, Block block) {
   int64_t r0 = 0;
-  auto a_at = [&](int r, int64_t p) { return a_of(r0 + r, p); };
-  auto out_at = [&](int r) { return out(r0 + r); };
-  for (; r0 + R <= m; r0 += R) block<R, NV>(kdim, a_at, b_of, out_at, mask);
-  if (r0 < m) row_tail<R - 1, NV>(m - r0, kdim, a_at, b_of, out_at, mask);
+  for (; r0 + R <= m; r0 += R) block(Rows<R>(), r0);
+  if (r0 < m) tail_block<R - 1>(m - r0, r0, block);
 }
 
-template <typename AOf, typename BOf, typename Out>
-inline void all_rows(int64_t m, int64_t kdim, int64_t ncols, AOf a_of, BOf b_of, Out out) {
+// Cuts the columns into strips (64 wide, then 32 or 16) and calls
+// strip(Rows<R>(), std::integral_constant<int, NV>(), j0, mask) for each.
+template <typename Strip>
+inline void column_strips(int64_t ncols, Strip strip) {
   for (int64_t j0 = 0; j0 < ncols;) {
     const int64_t w = ncols - j0;
-    auto bj = [&](int64_t p) { return b_of(p) + j0; };
-    auto oj = [&](int64_t r) { return out(r) + j0; };
     const __mmask16 mask[4] = {mask_of(w), mask_of(w - 16), mask_of(w - 32), mask_of(w - 48)};
     if (w > 32) {
-      strip<7, 4>(m, kdim, a_of, bj, oj, mask);
+      strip(Rows<6>(), std::integral_constant<int, 4>(), j0, mask);
       j0 += 64;
     } else if (w > 16) {
-      strip<14, 2>(m, kdim, a_of, bj, oj, mask);
+      strip(Rows<14>(), std::integral_constant<int, 2>(), j0, mask);
       j0 += 32;
     } else {
-      strip<14, 1>(m, kdim, a_of, bj, oj, mask);
+      strip(Rows<14>(), std::integral_constant<int, 1>(), j0, mask);
       j0 += 16;
     }
   }
+}
+
+// gemm_rows, one tile: c[r][j0..] += sum_p a[r][p] * B[p][j0..] for R gathered rows.
+template <int R, int NV>
+inline void rows_block(int64_t kdim, const float* const* a, const float* b, int64_t ldb, float* const* c,
+                       int64_t j0, const __mmask16* mask) {
+  static_assert(fits_registers<R, NV>(NV + 1));
+  const float* ar[R];
+  MXS_UNROLL for (int r = 0; r < R; ++r) ar[r] = a[r];
+  __m512 acc[R][NV];
+  zero(acc);
+  for (int64_t p = 0; p < kdim; ++p, b += ldb) fma_step(acc, b, mask, [&](int r) { return ar[r][p]; });
+  add_tile(acc, [&](int r) { return c[r] + j0; }, mask);
+}
+
+// gemm_tn_rows, one tile: D[i0 + r][j0..] += sum_p a[p][i0 + r] * g[p][j0..].
+template <int R, int NV>
+inline void tn_block(int64_t n, const float* const* a, int64_t i0, const float* const* g, int64_t j0, float* D,
+                     int64_t ldd, const __mmask16* mask) {
+  static_assert(fits_registers<R, NV>(NV + 1));
+  __m512 acc[R][NV];
+  zero(acc);
+  for (int64_t p = 0; p < n; ++p) {
+    const float* ap = a[p] + i0;
+    fma_step(acc, g[p] + j0, mask, [&](int r) { return ap[r]; });
+  }
+  add_tile(acc, [&](int r) { return D + (i0 + r) * ldd + j0; }, mask);
 }
 
 // gemm_rows_pairs on pair-packed B (gemm_rows.h): a packed row holds NV vectors of
@@ -100,14 +142,16 @@ inline void all_rows(int64_t m, int64_t kdim, int64_t ncols, AOf a_of, BOf b_of,
 // two p; an odd last p is broadcast as (a[r][kdim - 1], +0) against a zero row.
 template <int R, int NV>
 inline void pair_block(int64_t kdim, const float* const* a, const float* bp, float* const* c, int64_t ncols) {
+  static_assert(fits_registers<R, NV>(NV + 1));
+  const float* ar[R];
+  MXS_UNROLL for (int r = 0; r < R; ++r) ar[r] = a[r];
   __m512 acc[R][NV];
-  MXS_UNROLL for (int r = 0; r < R; ++r)
-    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  zero(acc);
   auto step = [&](const float* b, auto broadcast_row) {
     __m512 bv[NV];
     MXS_UNROLL for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
     MXS_UNROLL for (int r = 0; r < R; ++r) {
-      const __m512 av = broadcast_row(a[r]);
+      const __m512 av = broadcast_row(ar[r]);
       MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
     }
   };
@@ -137,36 +181,21 @@ inline void pair_block(int64_t kdim, const float* const* a, const float* bp, flo
     }
 }
 
-// The last `rows` (< R) rows: instantiate the exact row count.
-template <int R, int NV>
-inline void pair_tail(int64_t rows, int64_t kdim, const float* const* a, const float* bp, float* const* c,
-                      int64_t ncols) {
-  if (rows == R) return pair_block<R, NV>(kdim, a, bp, c, ncols);
-  if constexpr (R > 1) pair_tail<R - 1, NV>(rows, kdim, a, bp, c, ncols);
-}
-
-template <int R, int NV>
-inline void pair_rows(int64_t m, int64_t kdim, const float* const* a, const float* bp, float* const* c,
-                      int64_t ncols) {
-  int64_t r0 = 0;
-  for (; r0 + R <= m; r0 += R) pair_block<R, NV>(kdim, a + r0, bp, c + r0, ncols);
-  if (r0 < m) pair_tail<R - 1, NV>(m - r0, kdim, a + r0, bp, c + r0, ncols);
-}
-
-// gemm_tn_rows for narrow outputs (ncols <= 32), rows of D taken two at a time: one
+// gemm_tn_rows for narrow outputs (ncols <= 16), rows of D taken two at a time: one
 // 64-bit broadcast (a[p][i], a[p][i + 1]) times the gradient row with every column
 // duplicated into a lane pair, so acc[r][v] lane 2c + e is D[i0 + 2r + e][8v + c].
 // Half the broadcasts of the plain kernel per FMA, and the same sums in the same
 // order (over p ascending, then added to D): results are bitwise those of the
-// plain kernel.
+// plain kernel. Held through the loop besides the accumulators: NV duplicated
+// gradient vectors, the two permutation indices and the broadcast.
 template <int P, int NV>
 inline void tn_pair_block(int64_t n, const float* const* a, const float* const* g, int64_t i0, float* D, int64_t ldd,
                           int64_t ncols) {
+  static_assert(fits_registers<P, NV>(NV + 3));
   const __m512i dup_lo = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m512i dup_hi = _mm512_set_epi32(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
   __m512 acc[P][NV];
-  MXS_UNROLL for (int r = 0; r < P; ++r)
-    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  zero(acc);
   for (int64_t p = 0; p < n; ++p) {
     __m512 gd[NV];
     MXS_UNROLL for (int h = 0; h < NV / 2; ++h) {
@@ -195,55 +224,44 @@ inline void tn_pair_block(int64_t n, const float* const* a, const float* const* 
     }
 }
 
-// The last `pairs` (< P) row pairs: instantiate the exact count.
-template <int P, int NV>
-inline void tn_pair_tail(int64_t pairs, int64_t n, const float* const* a, const float* const* g, int64_t i0, float* D,
-                         int64_t ldd, int64_t ncols) {
-  if (pairs == P) return tn_pair_block<P, NV>(n, a, g, i0, D, ldd, ncols);
-  if constexpr (P > 1) tn_pair_tail<P - 1, NV>(pairs, n, a, g, i0, D, ldd, ncols);
-}
-
-template <int P, int NV>
-inline void tn_pair_rows(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
-                         float* D, int64_t ldd) {
-  const int64_t pairs = nrows / 2;
-  int64_t r = 0;
-  for (; r + P <= pairs; r += P) tn_pair_block<P, NV>(n, a, g, 2 * r, D, ldd, ncols);
-  if (r < pairs) tn_pair_tail<P - 1, NV>(pairs - r, n, a, g, 2 * r, D, ldd, ncols);
-}
-
 }  // namespace
 
 void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
                             float* const* c) {
-  if (ncols > 16) pair_rows<7, 4>(m, kdim, a, Bp, c, ncols);
-  else pair_rows<14, 2>(m, kdim, a, Bp, c, ncols);
+  if (ncols > 16)
+    row_blocks<6>(m, [&](auto r, int64_t r0) { pair_block<decltype(r)::value, 4>(kdim, a + r0, Bp, c + r0, ncols); });
+  else
+    row_blocks<14>(m, [&](auto r, int64_t r0) { pair_block<decltype(r)::value, 2>(kdim, a + r0, Bp, c + r0, ncols); });
 }
 
 void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* B, int64_t ldb,
                       float* const* c) {
-  all_rows(
-      m, kdim, ncols, [&](int64_t r, int64_t p) { return a[r][p]; }, [&](int64_t p) { return B + p * ldb; },
-      [&](int64_t r) { return c[r]; });
+  column_strips(ncols, [&](auto R, auto nv, int64_t j0, const __mmask16* mask) {
+    row_blocks<decltype(R)::value>(m, [&](auto r, int64_t r0) {
+      rows_block<decltype(r)::value, decltype(nv)::value>(kdim, a + r0, B + j0, ldb, c + r0, j0, mask);
+    });
+  });
 }
 
 void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
                          float* D, int64_t ldd) {
-  int64_t i0 = 0;  // rows [0, i0) done by the row-pair kernels
+  int64_t i0 = 0;  // rows [0, i0) done by the row-pair kernel
   if (ncols <= 16) {
-    tn_pair_rows<14, 2>(n, nrows, ncols, a, g, D, ldd);
-    i0 = nrows & ~int64_t(1);
-  } else if (ncols <= 32) {
-    tn_pair_rows<7, 4>(n, nrows, ncols, a, g, D, ldd);
+    row_blocks<13>(nrows / 2, [&](auto pairs, int64_t r) {
+      tn_pair_block<decltype(pairs)::value, 2>(n, a, g, 2 * r, D, ldd, ncols);
+    });
     i0 = nrows & ~int64_t(1);
   }
-  all_rows(
-      nrows - i0, n, ncols, [&](int64_t i, int64_t p) { return a[p][i0 + i]; }, [&](int64_t p) { return g[p]; },
-      [&](int64_t i) { return D + (i0 + i) * ldd; });
+  column_strips(ncols, [&](auto R, auto nv, int64_t j0, const __mmask16* mask) {
+    row_blocks<decltype(R)::value>(nrows - i0, [&](auto r, int64_t r0) {
+      tn_block<decltype(r)::value, decltype(nv)::value>(n, a, i0 + r0, g, j0, D, ldd, mask);
+    });
+  });
 }
 
 }  // namespace mxs
 
+#undef MXS_INLINE
 #undef MXS_UNROLL
 #pragma GCC pop_options
 #endif
