@@ -13,16 +13,21 @@
 // ~100 us per layer in small tensor ops, which dominates small batches.
 // Every reduction sums fixed row blocks separately and then adds the blocks in
 // order, in double: results are the same for any thread count. Blocks are handed
-// out dynamically (parallel_dynamic.h), which also evens out a busy machine.
+// out dynamically (parallel_dynamic.h), which also evens out a busy machine. The
+// loops over a block's rows are in batch_norm_relu_rows.h: float runs the AVX-512
+// copy where the CPU has it.
 #include <torch/library.h>
 #include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
+#include "batch_norm_relu_rows.h"
 #include "parallel_dynamic.h"
+#include "portable_switch.h"
 
 namespace mxs {
 namespace {
@@ -40,12 +45,23 @@ void check_channel_vector(const at::Tensor& v, const at::Tensor& x, const char* 
                     v.sizes());
 }
 
-// Per-channel sums over the rows: row_fn(r, acc) adds row r's terms into acc
-// (sums_per_channel arrays of C values of type T, so the loop vectorises); each
-// block of kRowBlock rows has its own acc, and the blocks are added in order, in
-// double.
-template <typename T, typename RowFn>
-std::vector<double> sum_rows(int64_t n, int64_t c, int64_t sums_per_channel, const RowFn& row_fn) {
+// The row loops for T on this CPU.
+template <typename T>
+const BatchNormRows<T>& rows_for() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if constexpr (std::is_same_v<T, float>) {
+    static const bool avx512 = __builtin_cpu_supports("avx512f") && !portable_kernels_only();
+    if (avx512) return batch_norm_rows_avx512();
+  }
+#endif
+  return batch_norm_rows_here<T>();
+}
+
+// Per-channel sums over the rows: block_fn(r0, r1, acc) adds the terms of rows
+// [r0, r1) into acc (sums_per_channel arrays of C values of type T); each block of
+// kRowBlock rows has its own acc, and the blocks are added in order, in double.
+template <typename T, typename BlockFn>
+std::vector<double> sum_rows(int64_t n, int64_t c, int64_t sums_per_channel, const BlockFn& block_fn) {
   const int64_t nblocks = (n + kRowBlock - 1) / kRowBlock;
   const int64_t width = c * sums_per_channel;
   std::vector<double> partial(nblocks * width, 0.0);
@@ -53,7 +69,7 @@ std::vector<double> sum_rows(int64_t n, int64_t c, int64_t sums_per_channel, con
     std::vector<T> acc(width);
     for (int64_t b = next_block(); b < nblocks; b = next_block()) {
       std::fill(acc.begin(), acc.end(), T(0));
-      for (int64_t r = b * kRowBlock, end = std::min(n, r + kRowBlock); r < end; ++r) row_fn(r, acc.data());
+      block_fn(b * kRowBlock, std::min(n, (b + 1) * kRowBlock), acc.data());
       for (int64_t j = 0; j < width; ++j) partial[b * width + j] = acc[j];
     }
   });
@@ -63,35 +79,26 @@ std::vector<double> sum_rows(int64_t n, int64_t c, int64_t sums_per_channel, con
   return total;
 }
 
-// row_fn(r) for every row, in blocks of kRowBlock rows handed out dynamically.
-template <typename RowFn>
-void for_each_row(int64_t n, const RowFn& row_fn) {
+// block_fn(r0, r1) for blocks of kRowBlock rows, handed out dynamically.
+template <typename BlockFn>
+void for_each_block(int64_t n, const BlockFn& block_fn) {
   const int64_t nblocks = (n + kRowBlock - 1) / kRowBlock;
   parallel_dynamic(nblocks, nblocks > 1, [&](auto next_block) {
     for (int64_t b = next_block(); b < nblocks; b = next_block())
-      for (int64_t r = b * kRowBlock, end = std::min(n, r + kRowBlock); r < end; ++r) row_fn(r);
+      block_fn(b * kRowBlock, std::min(n, (b + 1) * kRowBlock));
   });
-}
-
-template <typename T>
-inline T scale_shift_relu_value(T x, T scale, T shift) {
-  const T z = x * scale + shift;
-  return z > T(0) ? z : T(0);
 }
 
 // Per-channel mean and biased variance (two passes: no cancellation when |mean| >> std).
 template <typename T>
 void channel_stats(const T* px, int64_t n, int64_t c, std::vector<double>& mean, std::vector<double>& var) {
-  const std::vector<double> sum = sum_rows<T>(n, c, 1, [&](int64_t r, T* __restrict acc) {
-    for (int64_t j = 0; j < c; ++j) acc[j] += px[r * c + j];
-  });
+  const BatchNormRows<T>& rows = rows_for<T>();
+  const std::vector<double> sum =
+      sum_rows<T>(n, c, 1, [&](int64_t r0, int64_t r1, T* acc) { rows.add_rows(px, c, r0, r1, acc); });
   std::vector<T> mean_t(c);
   for (int64_t j = 0; j < c; ++j) mean[j] = sum[j] / double(n), mean_t[j] = T(mean[j]);
-  const std::vector<double> sq = sum_rows<T>(n, c, 1, [&](int64_t r, T* __restrict acc) {
-    for (int64_t j = 0; j < c; ++j) {
-      const T d = px[r * c + j] - mean_t[j];
-      acc[j] += d * d;
-    }
+  const std::vector<double> sq = sum_rows<T>(n, c, 1, [&](int64_t r0, int64_t r1, T* acc) {
+    rows.add_squared_deviations(px, mean_t.data(), c, r0, r1, acc);
   });
   for (int64_t j = 0; j < c; ++j) var[j] = sq[j] / double(n);
 }
@@ -101,9 +108,8 @@ void scale_shift_relu_impl(const at::Tensor& x, const at::Tensor& scale, const a
   const int64_t n = x.size(0), c = x.size(1);
   const T *px = x.data_ptr<T>(), *ps = scale.data_ptr<T>(), *pb = shift.data_ptr<T>();
   T* py = y.data_ptr<T>();
-  for_each_row(n, [&](int64_t r) {
-    for (int64_t j = 0; j < c; ++j) py[r * c + j] = scale_shift_relu_value(px[r * c + j], ps[j], pb[j]);
-  });
+  const BatchNormRows<T>& rows = rows_for<T>();
+  for_each_block(n, [&](int64_t r0, int64_t r1) { rows.scale_shift_relu(px, ps, pb, c, r0, r1, py); });
 }
 
 // Per-channel vectors travel as std::vector<double>: converting them with small
@@ -160,13 +166,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
   const T *px = x.data_ptr<T>(), *pdy = dy.data_ptr<T>();
   std::vector<T> mean_t(c), inv_t(c);
   for (int64_t j = 0; j < c; ++j) mean_t[j] = T(mean[j]), inv_t[j] = T(invstd[j]);
-  const std::vector<double> sums = sum_rows<T>(n, c, 2, [&](int64_t r, T* __restrict acc) {
-    for (int64_t j = 0; j < c; ++j) {
-      const T xv = px[r * c + j], dyv = pdy[r * c + j];  // both loaded: a branch-free select vectorises
-      const T g = scale_shift_relu_value(xv, ps[j], pb[j]) > T(0) ? dyv : T(0);
-      acc[j] += g;
-      acc[c + j] += g * ((xv - mean_t[j]) * inv_t[j]);
-    }
+  const BatchNormRows<T>& rows = rows_for<T>();
+  const std::vector<double> sums = sum_rows<T>(n, c, 2, [&](int64_t r0, int64_t r1, T* acc) {
+    rows.add_backward_sums(px, pdy, ps, pb, mean_t.data(), inv_t.data(), c, r0, r1, acc);
   });
   std::vector<T> k_g(c), k_x(c), k_0(c);  // dx = k_g * g + k_x * (x - mean) + k_0
   for (int64_t j = 0; j < c; ++j) {
@@ -177,12 +179,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
   }
   auto dx = at::empty_like(x);
   T* pdx = dx.data_ptr<T>();
-  for_each_row(n, [&](int64_t r) {
-    for (int64_t j = 0; j < c; ++j) {
-      const T xv = px[r * c + j], dyv = pdy[r * c + j];
-      const T g = scale_shift_relu_value(xv, ps[j], pb[j]) > T(0) ? dyv : T(0);
-      pdx[r * c + j] = k_g[j] * g + k_x[j] * (xv - mean_t[j]) + k_0[j];
-    }
+  for_each_block(n, [&](int64_t r0, int64_t r1) {
+    rows.backward_dx(px, pdy, ps, pb, mean_t.data(), k_g.data(), k_x.data(), k_0.data(), c, r0, r1, pdx);
   });
   const std::vector<double> dbeta(sums.begin(), sums.begin() + c), dgamma(sums.begin() + c, sums.end());
   return {dx, channel_tensor(dgamma, x.scalar_type()), channel_tensor(dbeta, x.scalar_type())};
