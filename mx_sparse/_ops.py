@@ -90,7 +90,8 @@ def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups, symmetri
 def _batch_norm_relu_forward_fake(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
     c = input.shape[1]
     stats = [input.new_empty((c,), dtype=torch.float64) for _ in range(2)]
-    return (torch.empty_like(input), *stats, input.new_empty((c,)), input.new_empty((c,)))
+    held = torch.float64 if input.dtype == torch.float64 else torch.float32  # bfloat16 computes in float32
+    return (torch.empty_like(input), *stats, input.new_empty((c,), dtype=held), input.new_empty((c,), dtype=held))
 
 
 @_register_fake("scale_shift_relu")

@@ -5,10 +5,10 @@ the BatchNorm input ``x`` and the ReLU output ``y`` (also the saved input of the
 next convolution). Here the backward needs only ``x`` (it recomputes the ReLU
 mask), and ``y`` has a *recipe* (``x``, per-channel scale and shift; ``recipe_of``): a
 sparse convolution taking ``y`` saves the recipe instead (saved_tensors.py) and
-recomputes ``y`` in its own backward (one elementwise pass). ``SparseSequential`` uses this for every
-``BatchNorm1d, ReLU`` pair of plain torch modules on CPU features, float32/64, and
-``mx_sparse.bn_relu`` offers it to hand-written blocks
-(``SparseSequential.fuse_bn_relu = False`` turns both off).
+recomputes ``y`` in its own backward (one elementwise pass). ``SparseSequential`` uses this
+for every ``BatchNorm1d, ReLU`` pair of plain torch modules on CPU features (float32,
+float64, and bfloat16 computed in float32), and ``mx_sparse.bn_relu`` offers it to
+hand-written blocks (``SparseSequential.fuse_bn_relu = False`` turns both off).
 
 Same results as the two modules up to float rounding, running statistics
 included (momentum, ``momentum=None``, unbiased running variance, eval mode).
@@ -25,7 +25,7 @@ from ._ops import ops
 # entry goes with its tensor). Not an attribute of the tensor: attributes travel with it into
 # pickles and torch.save files, which torch.load(weights_only=True) then rejects.
 _RECIPES = WeakIdKeyDictionary()
-_FUSED_DTYPES = (torch.float32, torch.float64)
+_FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 
 
 @dataclass

@@ -58,6 +58,43 @@ def test_matches_torch_modules(dtype, kw, train):
             assert bn.num_batches_tracked.item() == ref.num_batches_tracked.item()
 
 
+@pytest.mark.parametrize("kw", [dict(), dict(momentum=None), dict(affine=False)])
+@pytest.mark.parametrize("train", [True, False])
+def test_bfloat16_against_float64(kw, train):
+    """bfloat16 features and parameters, computed in float32: outputs, gradients and running
+    statistics against torch's modules in float64 on the same (bf16-rounded) values."""
+    bn = make_bn(19, torch.bfloat16, **kw)
+    with torch.no_grad():
+        bn(features(300, 19, torch.bfloat16, seed=5))
+    ref = copy.deepcopy(bn).double()
+    bn.train(train), ref.train(train)
+    x = features(257, 19, torch.bfloat16, seed=1).requires_grad_()
+    xr = x.detach().double().requires_grad_()
+    y, yr = batch_norm_relu(x, bn), torch.relu(ref(xr))
+    assert y.dtype == torch.bfloat16 and can_fuse(bn, nn.ReLU(), x)
+    dy = features(257, 19, torch.bfloat16, seed=11)
+    y.backward(dy), yr.backward(dy.double())
+    tol = dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(y.double(), yr, **tol)
+    torch.testing.assert_close(x.grad.double(), xr.grad, **tol)
+    if bn.affine:
+        torch.testing.assert_close(bn.weight.grad.double(), ref.weight.grad, rtol=2e-2, atol=2e-1)
+        torch.testing.assert_close(bn.bias.grad.double(), ref.bias.grad, rtol=2e-2, atol=2e-1)
+    torch.testing.assert_close(bn.running_mean.double(), ref.running_mean, **tol)
+    torch.testing.assert_close(bn.running_var.double(), ref.running_var, **tol)
+
+
+def test_bfloat16_recompute_equals_forward_output():
+    """The recipe (bf16 x, float32 scale and shift) rebuilds exactly the forward's output."""
+    from mx_sparse.batch_norm_relu import recipe_of
+    bn = make_bn(7, torch.bfloat16)
+    x = features(100, 7, torch.bfloat16).requires_grad_()
+    y = batch_norm_relu(x, bn)
+    recipe = recipe_of(y)
+    assert recipe.scale.dtype == torch.float32
+    assert torch.equal(recipe.recompute(), y)
+
+
 @pytest.mark.parametrize("train", [True, False])
 def test_gradcheck_float64(train):
     bn = make_bn(5, torch.float64, track_running_stats=not train)

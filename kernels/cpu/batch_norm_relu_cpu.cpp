@@ -14,8 +14,10 @@
 // Every reduction sums fixed row blocks separately and then adds the blocks in
 // order, in double: results are the same for any thread count. Blocks are handed
 // out dynamically (parallel_dynamic.h), which also evens out a busy machine. The
-// loops over a block's rows are in batch_norm_relu_rows.h: float runs the AVX-512
-// copy where the CPU has it.
+// loops over a block's rows are in batch_norm_relu_rows.h: float and bfloat16 run
+// the AVX-512 copy where the CPU has it. bfloat16 features are computed in float
+// (statistics, scale and shift, which are float32 tensors then) and rounded once
+// per stored value.
 #include <torch/library.h>
 #include <torch/types.h>
 
@@ -34,10 +36,12 @@ namespace {
 
 constexpr int64_t kRowBlock = 512;
 
+bool is_feature_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kBFloat16; }
+
 void check_features(const at::Tensor& x, const char* name) {
   TORCH_CHECK_VALUE(x.dim() == 2, name, ": expected a [N, C] tensor, got ", x.dim(), " dimensions");
-  TORCH_CHECK_VALUE(x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble, name,
-                    ": expected float32 or float64, got ", x.scalar_type());
+  TORCH_CHECK_VALUE(is_feature_dtype(x.scalar_type()), name, ": expected float32, float64 or bfloat16, got ",
+                    x.scalar_type());
 }
 
 void check_channel_vector(const at::Tensor& v, const at::Tensor& x, const char* name) {
@@ -45,16 +49,38 @@ void check_channel_vector(const at::Tensor& v, const at::Tensor& x, const char* 
                     v.sizes());
 }
 
-// The row loops for T on this CPU.
-template <typename T>
-const BatchNormRows<T>& rows_for() {
+// The dtype of the per-channel scale and shift for features of dtype t: what the loops compute in.
+at::ScalarType compute_dtype(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
+
+// The row loops for features stored as S on this CPU.
+template <typename S>
+const BatchNormRows<S>& rows_for() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if constexpr (std::is_same_v<T, float>) {
-    static const bool avx512 = __builtin_cpu_supports("avx512f") && !portable_kernels_only();
-    if (avx512) return batch_norm_rows_avx512();
-  }
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && !portable_kernels_only();
+  if constexpr (std::is_same_v<S, float>)
+    if (avx512) return batch_norm_rows_avx512_float();
+  if constexpr (std::is_same_v<S, bf16_bits>)
+    if (avx512) return batch_norm_rows_avx512_bf16();
 #endif
-  return batch_norm_rows_here<T>();
+  return batch_norm_rows_here<S>();
+}
+
+// Calls f(S{}) with S the storage type of features of dtype t.
+template <typename F>
+auto dispatch_storage(at::ScalarType t, F f) {
+  if (t == at::kFloat) return f(float{});
+  if (t == at::kDouble) return f(double{});
+  return f(bf16_bits{});
+}
+
+template <typename S>
+const S* data_of(const at::Tensor& t) {
+  return static_cast<const S*>(t.data_ptr());
+}
+
+template <typename S>
+S* data_of(at::Tensor& t) {
+  return static_cast<S*>(t.data_ptr());
 }
 
 // Per-channel sums over the rows: block_fn(r0, r1, acc) adds the terms of rows
@@ -89,27 +115,40 @@ void for_each_block(int64_t n, const BlockFn& block_fn) {
   });
 }
 
-// Per-channel mean and biased variance (two passes: no cancellation when |mean| >> std).
 template <typename T>
-void channel_stats(const T* px, int64_t n, int64_t c, std::vector<double>& mean, std::vector<double>& var) {
-  const BatchNormRows<T>& rows = rows_for<T>();
+std::vector<T> narrowed(const std::vector<double>& v) {
+  return std::vector<T>(v.begin(), v.end());
+}
+
+// Per-channel mean and biased variance (two passes: no cancellation when |mean| >> std).
+template <typename S, typename T = compute_t<S>>
+void channel_stats(const S* px, int64_t n, int64_t c, std::vector<double>& mean, std::vector<double>& var) {
+  const BatchNormRows<S>& rows = rows_for<S>();
   const std::vector<double> sum =
       sum_rows<T>(n, c, 1, [&](int64_t r0, int64_t r1, T* acc) { rows.add_rows(px, c, r0, r1, acc); });
-  std::vector<T> mean_t(c);
-  for (int64_t j = 0; j < c; ++j) mean[j] = sum[j] / double(n), mean_t[j] = T(mean[j]);
+  for (int64_t j = 0; j < c; ++j) mean[j] = sum[j] / double(n);
+  const std::vector<T> mean_t = narrowed<T>(mean);
   const std::vector<double> sq = sum_rows<T>(n, c, 1, [&](int64_t r0, int64_t r1, T* acc) {
     rows.add_squared_deviations(px, mean_t.data(), c, r0, r1, acc);
   });
   for (int64_t j = 0; j < c; ++j) var[j] = sq[j] / double(n);
 }
 
-template <typename T>
-void scale_shift_relu_impl(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift, at::Tensor& y) {
+// y = max(x * scale + shift, 0); scale and shift are compute-dtype tensors.
+at::Tensor scale_shift_relu_tensor(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift) {
+  at::Tensor y = at::empty_like(x);
   const int64_t n = x.size(0), c = x.size(1);
-  const T *px = x.data_ptr<T>(), *ps = scale.data_ptr<T>(), *pb = shift.data_ptr<T>();
-  T* py = y.data_ptr<T>();
-  const BatchNormRows<T>& rows = rows_for<T>();
-  for_each_block(n, [&](int64_t r0, int64_t r1) { rows.scale_shift_relu(px, ps, pb, c, r0, r1, py); });
+  dispatch_storage(x.scalar_type(), [&](auto s) {
+    using S = decltype(s);
+    using T = compute_t<S>;
+    const S* px = data_of<S>(x);
+    const T *ps = data_of<T>(scale), *pb = data_of<T>(shift);
+    S* py = data_of<S>(y);
+    const BatchNormRows<S>& rows = rows_for<S>();
+    for_each_block(n, [&](int64_t r0, int64_t r1) { rows.scale_shift_relu(px, ps, pb, c, r0, r1, py); });
+    return 0;
+  });
+  return y;
 }
 
 // Per-channel vectors travel as std::vector<double>: converting them with small
@@ -119,9 +158,9 @@ std::vector<double> channel_values(const std::optional<at::Tensor>& t, int64_t c
   if (!t.has_value()) return v;
   TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == c, name, ": expected [", c, "] (one per channel), got ",
                     t->sizes());
-  TORCH_CHECK_VALUE(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, name,
-                    ": expected float32 or float64, got ", t->scalar_type());
-  const at::Tensor d = t->contiguous();
+  TORCH_CHECK_VALUE(is_feature_dtype(t->scalar_type()), name, ": expected float32, float64 or bfloat16, got ",
+                    t->scalar_type());
+  const at::Tensor d = t->scalar_type() == at::kBFloat16 ? t->to(at::kFloat) : t->contiguous();
   if (d.scalar_type() == at::kFloat)
     std::copy(d.data_ptr<float>(), d.data_ptr<float>() + c, v.begin());
   else
@@ -134,12 +173,13 @@ std::vector<double> channel_values(const at::Tensor& t, int64_t c, const char* n
 }
 
 at::Tensor channel_tensor(const std::vector<double>& v, at::ScalarType dtype) {
-  at::Tensor t = at::empty({int64_t(v.size())}, at::TensorOptions().dtype(dtype));
-  if (dtype == at::kFloat)
+  const at::ScalarType held = compute_dtype(dtype);
+  at::Tensor t = at::empty({int64_t(v.size())}, at::TensorOptions().dtype(held));
+  if (held == at::kFloat)
     std::copy(v.begin(), v.end(), t.data_ptr<float>());
   else
     std::copy(v.begin(), v.end(), t.data_ptr<double>());
-  return t;
+  return held == dtype ? t : t.to(dtype);
 }
 
 // running <- (1 - momentum) * running + momentum * batch, computed in double.
@@ -156,19 +196,20 @@ void blend_into(const std::optional<at::Tensor>& running, const std::vector<doub
 //   dbeta = sum g, dgamma = sum g * xhat
 //   batch statistics:   dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat))
 //   running statistics: dx = gamma * invstd * g
-template <typename T>
+template <typename S, typename T = compute_t<S>>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& dy, const at::Tensor& x,
                                                              const std::vector<double>& mean,
                                                              const std::vector<double>& invstd,
-                                                             const std::vector<double>& gamma, const T* ps,
-                                                             const T* pb, bool batch_stats) {
+                                                             const std::vector<double>& gamma,
+                                                             const std::vector<double>& scale,
+                                                             const std::vector<double>& shift, bool batch_stats) {
   const int64_t n = x.size(0), c = x.size(1);
-  const T *px = x.data_ptr<T>(), *pdy = dy.data_ptr<T>();
-  std::vector<T> mean_t(c), inv_t(c);
-  for (int64_t j = 0; j < c; ++j) mean_t[j] = T(mean[j]), inv_t[j] = T(invstd[j]);
-  const BatchNormRows<T>& rows = rows_for<T>();
+  const S *px = data_of<S>(x), *pdy = data_of<S>(dy);
+  const std::vector<T> mean_t = narrowed<T>(mean), inv_t = narrowed<T>(invstd), s_t = narrowed<T>(scale),
+                       b_t = narrowed<T>(shift);
+  const BatchNormRows<S>& rows = rows_for<S>();
   const std::vector<double> sums = sum_rows<T>(n, c, 2, [&](int64_t r0, int64_t r1, T* acc) {
-    rows.add_backward_sums(px, pdy, ps, pb, mean_t.data(), inv_t.data(), c, r0, r1, acc);
+    rows.add_backward_sums(px, pdy, s_t.data(), b_t.data(), mean_t.data(), inv_t.data(), c, r0, r1, acc);
   });
   std::vector<T> k_g(c), k_x(c), k_0(c);  // dx = k_g * g + k_x * (x - mean) + k_0
   for (int64_t j = 0; j < c; ++j) {
@@ -178,9 +219,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
     k_0[j] = batch_stats ? T(-a * sums[j] / double(n)) : T(0);
   }
   auto dx = at::empty_like(x);
-  T* pdx = dx.data_ptr<T>();
+  S* pdx = data_of<S>(dx);
   for_each_block(n, [&](int64_t r0, int64_t r1) {
-    rows.backward_dx(px, pdy, ps, pb, mean_t.data(), k_g.data(), k_x.data(), k_0.data(), c, r0, r1, pdx);
+    rows.backward_dx(px, pdy, s_t.data(), b_t.data(), mean_t.data(), k_g.data(), k_x.data(), k_0.data(), c, r0, r1,
+                     pdx);
   });
   const std::vector<double> dbeta(sums.begin(), sums.begin() + c), dgamma(sums.begin() + c, sums.end());
   return {dx, channel_tensor(dgamma, x.scalar_type()), channel_tensor(dbeta, x.scalar_type())};
@@ -188,7 +230,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
 
 // (y, mean, invstd, scale, shift): batch statistics (updating the running ones
 // with momentum, unbiased variance, when given) or, without batch_stats, the
-// running statistics; scale = gamma * invstd, shift = beta - mean * scale.
+// running statistics; scale = gamma * invstd, shift = beta - mean * scale, in the
+// dtype the loops compute in (float32 for bfloat16 features).
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_forward_cpu(
     const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool batch_stats,
@@ -199,10 +242,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
   std::vector<double> mean(c), var(c);
   if (batch_stats) {
     TORCH_CHECK_VALUE(n > 0, "input: expected at least one row to take statistics over, got 0");
-    if (x.scalar_type() == at::kFloat)
-      channel_stats(x.data_ptr<float>(), n, c, mean, var);
-    else
-      channel_stats(x.data_ptr<double>(), n, c, mean, var);
+    dispatch_storage(x.scalar_type(), [&](auto s) {
+      channel_stats(data_of<decltype(s)>(x), n, c, mean, var);
+      return 0;
+    });
     std::vector<double> unbiased(var);
     for (double& v : unbiased) v *= n > 1 ? double(n) / double(n - 1) : 1.0;
     blend_into(running_mean, mean, momentum, "running_mean");
@@ -220,27 +263,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
     scale[j] = gamma[j] * invstd[j];
     shift[j] = beta[j] - mean[j] * scale[j];
   }
-  const at::Tensor s = channel_tensor(scale, x.scalar_type()), b = channel_tensor(shift, x.scalar_type());
-  at::Tensor y = at::empty_like(x);
-  if (x.scalar_type() == at::kFloat)
-    scale_shift_relu_impl<float>(x, s, b, y);
-  else
-    scale_shift_relu_impl<double>(x, s, b, y);
-  return {y, channel_tensor(mean, at::kDouble), channel_tensor(invstd, at::kDouble), s, b};
+  const at::ScalarType held = compute_dtype(x.scalar_type());
+  const at::Tensor s = channel_tensor(scale, held), b = channel_tensor(shift, held);
+  return {scale_shift_relu_tensor(x, s, b), channel_tensor(mean, at::kDouble), channel_tensor(invstd, at::kDouble), s,
+          b};
 }
 
 at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift) {
   check_features(input, "input");
   check_channel_vector(scale, input, "scale");
   check_channel_vector(shift, input, "shift");
-  const at::Tensor x = input.contiguous(), s = scale.to(x.scalar_type()).contiguous(),
-                   b = shift.to(x.scalar_type()).contiguous();
-  at::Tensor y = at::empty_like(x);
-  if (x.scalar_type() == at::kFloat)
-    scale_shift_relu_impl<float>(x, s, b, y);
-  else
-    scale_shift_relu_impl<double>(x, s, b, y);
-  return y;
+  const at::ScalarType held = compute_dtype(input.scalar_type());
+  return scale_shift_relu_tensor(input.contiguous(), scale.to(held).contiguous(), shift.to(held).contiguous());
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_backward_cpu(
@@ -255,11 +289,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_backward_cpu(
   const std::vector<double> m = channel_values(mean, c, "mean"), inv = channel_values(invstd, c, "invstd"),
                             gam = channel_values(weight, c, 1.0, "weight");
   const std::vector<double> s = channel_values(scale, c, "scale"), b = channel_values(shift, c, "shift");
-  if (dt == at::kFloat) {
-    const std::vector<float> sf(s.begin(), s.end()), bf(b.begin(), b.end());
-    return backward_impl<float>(dy, x, m, inv, gam, sf.data(), bf.data(), batch_stats);
-  }
-  return backward_impl<double>(dy, x, m, inv, gam, s.data(), b.data(), batch_stats);
+  return dispatch_storage(dt, [&](auto st) { return backward_impl<decltype(st)>(dy, x, m, inv, gam, s, b, batch_stats); });
 }
 
 }  // namespace

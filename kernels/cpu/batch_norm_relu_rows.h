@@ -1,5 +1,5 @@
 // The row loops of batch_norm_relu_cpu.cpp, over rows [r0, r1) of [N, C] features
-// with the channels innermost, so that the compiler vectorises them at the width
+// (float32, float64, or bfloat16 computed in float) with the channels innermost, so that the compiler vectorises them at the width
 // of the target it compiles for. This header is compiled twice: in
 // batch_norm_relu_cpu.cpp for the baseline x86-64 ISA (SSE2), and in
 // batch_norm_relu_avx512.cpp under an AVX-512 target (measured 20-30 % faster on
@@ -10,30 +10,67 @@
 // rounding (FMA), so the two can differ in the last bit.
 #pragma once
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 namespace mxs {
 
-// One ISA's loops for element type T.
-template <typename T>
+// bfloat16 features are stored as their 16 bits; the loops compute in float.
+using bf16_bits = uint16_t;
+
+// The type the loops compute in for features stored as S.
+template <typename S>
+using compute_t = std::conditional_t<std::is_same_v<S, double>, double, float>;
+
+// One ISA's loops for features stored as S (float, double or bf16_bits), computing in
+// T = compute_t<S>: per-channel vectors and sums are T.
+template <typename S, typename T = compute_t<S>>
 struct BatchNormRows {
   // acc[j] += x[r][j]
-  void (*add_rows)(const T* x, int64_t c, int64_t r0, int64_t r1, T* acc);
+  void (*add_rows)(const S* x, int64_t c, int64_t r0, int64_t r1, T* acc);
   // acc[j] += (x[r][j] - mean[j])^2
-  void (*add_squared_deviations)(const T* x, const T* mean, int64_t c, int64_t r0, int64_t r1, T* acc);
+  void (*add_squared_deviations)(const S* x, const T* mean, int64_t c, int64_t r0, int64_t r1, T* acc);
   // y[r][j] = max(x[r][j] * scale[j] + shift[j], 0)
-  void (*scale_shift_relu)(const T* x, const T* scale, const T* shift, int64_t c, int64_t r0, int64_t r1, T* y);
+  void (*scale_shift_relu)(const S* x, const T* scale, const T* shift, int64_t c, int64_t r0, int64_t r1, S* y);
   // g = dy where x * scale + shift > 0, else 0: acc[j] += g, acc[c + j] += g * (x - mean) * invstd
-  void (*add_backward_sums)(const T* x, const T* dy, const T* scale, const T* shift, const T* mean,
+  void (*add_backward_sums)(const S* x, const S* dy, const T* scale, const T* shift, const T* mean,
                             const T* invstd, int64_t c, int64_t r0, int64_t r1, T* acc);
   // dx = k_g * g + k_x * (x - mean) + k_0, g as above
-  void (*backward_dx)(const T* x, const T* dy, const T* scale, const T* shift, const T* mean, const T* k_g,
-                      const T* k_x, const T* k_0, int64_t c, int64_t r0, int64_t r1, T* dx);
+  void (*backward_dx)(const S* x, const S* dy, const T* scale, const T* shift, const T* mean, const T* k_g,
+                      const T* k_x, const T* k_0, int64_t c, int64_t r0, int64_t r1, S* dx);
 };
 
-// The AVX-512 float loops (batch_norm_relu_avx512.cpp); call only where the CPU has AVX-512.
-const BatchNormRows<float>& batch_norm_rows_avx512();
+// The AVX-512 float and bfloat16 loops (batch_norm_relu_avx512.cpp); call only
+// where the CPU has AVX-512.
+const BatchNormRows<float>& batch_norm_rows_avx512_float();
+const BatchNormRows<bf16_bits>& batch_norm_rows_avx512_bf16();
 
 namespace {
+
+template <typename T, typename S>
+inline T load(S v) {
+  if constexpr (std::is_same_v<S, bf16_bits>) {
+    const uint32_t bits = uint32_t(v) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  } else {
+    return T(v);
+  }
+}
+
+// float to bfloat16 rounds to nearest even (c10::BFloat16's rounding); NaN stays a NaN.
+template <typename S, typename T>
+inline S store(T v) {
+  if constexpr (std::is_same_v<S, bf16_bits>) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+    return v != v ? bf16_bits(0x7FC0) : bf16_bits(rounded);
+  } else {
+    return S(v);
+  }
+}
 
 template <typename T>
 inline T scale_shift_relu_value(T x, T scale, T shift) {
@@ -41,56 +78,57 @@ inline T scale_shift_relu_value(T x, T scale, T shift) {
   return z > T(0) ? z : T(0);
 }
 
-template <typename T>
-void add_rows(const T* x, int64_t c, int64_t r0, int64_t r1, T* __restrict acc) {
+template <typename S, typename T = compute_t<S>>
+void add_rows(const S* x, int64_t c, int64_t r0, int64_t r1, T* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t j = 0; j < c; ++j) acc[j] += x[r * c + j];
+    for (int64_t j = 0; j < c; ++j) acc[j] += load<T>(x[r * c + j]);
 }
 
-template <typename T>
-void add_squared_deviations(const T* x, const T* mean, int64_t c, int64_t r0, int64_t r1, T* __restrict acc) {
+template <typename S, typename T = compute_t<S>>
+void add_squared_deviations(const S* x, const T* mean, int64_t c, int64_t r0, int64_t r1, T* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < c; ++j) {
-      const T d = x[r * c + j] - mean[j];
+      const T d = load<T>(x[r * c + j]) - mean[j];
       acc[j] += d * d;
     }
 }
 
-template <typename T>
-void scale_shift_relu_rows(const T* x, const T* scale, const T* shift, int64_t c, int64_t r0, int64_t r1,
-                           T* __restrict y) {
+template <typename S, typename T = compute_t<S>>
+void scale_shift_relu_rows(const S* x, const T* scale, const T* shift, int64_t c, int64_t r0, int64_t r1,
+                           S* __restrict y) {
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t j = 0; j < c; ++j) y[r * c + j] = scale_shift_relu_value(x[r * c + j], scale[j], shift[j]);
+    for (int64_t j = 0; j < c; ++j)
+      y[r * c + j] = store<S>(scale_shift_relu_value(load<T>(x[r * c + j]), scale[j], shift[j]));
 }
 
-template <typename T>
-void add_backward_sums(const T* x, const T* dy, const T* scale, const T* shift, const T* mean, const T* invstd,
+template <typename S, typename T = compute_t<S>>
+void add_backward_sums(const S* x, const S* dy, const T* scale, const T* shift, const T* mean, const T* invstd,
                        int64_t c, int64_t r0, int64_t r1, T* __restrict acc) {
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < c; ++j) {
-      const T xv = x[r * c + j], dyv = dy[r * c + j];  // both loaded: a branch-free select vectorises
+      const T xv = load<T>(x[r * c + j]), dyv = load<T>(dy[r * c + j]);  // both loaded: the select vectorises
       const T g = scale_shift_relu_value(xv, scale[j], shift[j]) > T(0) ? dyv : T(0);
       acc[j] += g;
       acc[c + j] += g * ((xv - mean[j]) * invstd[j]);
     }
 }
 
-template <typename T>
-void backward_dx(const T* x, const T* dy, const T* scale, const T* shift, const T* mean, const T* k_g, const T* k_x,
-                 const T* k_0, int64_t c, int64_t r0, int64_t r1, T* __restrict dx) {
+template <typename S, typename T = compute_t<S>>
+void backward_dx(const S* x, const S* dy, const T* scale, const T* shift, const T* mean, const T* k_g, const T* k_x,
+                 const T* k_0, int64_t c, int64_t r0, int64_t r1, S* __restrict dx) {
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < c; ++j) {
-      const T xv = x[r * c + j], dyv = dy[r * c + j];
+      const T xv = load<T>(x[r * c + j]), dyv = load<T>(dy[r * c + j]);
       const T g = scale_shift_relu_value(xv, scale[j], shift[j]) > T(0) ? dyv : T(0);
-      dx[r * c + j] = k_g[j] * g + k_x[j] * (xv - mean[j]) + k_0[j];
+      dx[r * c + j] = store<S>(k_g[j] * g + k_x[j] * (xv - mean[j]) + k_0[j]);
     }
 }
 
 // This file's copy of the loops, as a table.
-template <typename T>
-const BatchNormRows<T>& batch_norm_rows_here() {
-  static const BatchNormRows<T> rows{&add_rows<T>, &add_squared_deviations<T>, &scale_shift_relu_rows<T>,
-                                     &add_backward_sums<T>, &backward_dx<T>};
+template <typename S>
+const BatchNormRows<S>& batch_norm_rows_here() {
+  static const BatchNormRows<S> rows{&add_rows<S>, &add_squared_deviations<S>, &scale_shift_relu_rows<S>,
+                                     &add_backward_sums<S>, &backward_dx<S>};
   return rows;
 }
 
