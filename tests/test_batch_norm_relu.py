@@ -84,6 +84,20 @@ def test_bfloat16_against_float64(kw, train):
     torch.testing.assert_close(bn.running_var.double(), ref.running_var, **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("train", [True, False])
+def test_nan_propagates_like_torch(dtype, train):
+    """A NaN feature is not hidden by the ReLU: where torch's modules give NaN, so does the
+    fused step (with batch statistics, the NaN's whole channel)."""
+    bn = make_bn(5, dtype)
+    ref = copy.deepcopy(bn)
+    bn.train(train), ref.train(train)
+    x = features(40, 5, dtype)
+    x[3, 2] = float("nan")
+    y, yr = batch_norm_relu(x, bn), torch.relu(ref(x))
+    assert torch.equal(y.isnan(), yr.isnan()) and y.isnan().any()
+
+
 def test_bfloat16_recompute_equals_forward_output():
     """The recipe (bf16 x, float32 scale and shift) rebuilds exactly the forward's output."""
     from mx_sparse.batch_norm_relu import recipe_of

@@ -72,10 +72,12 @@ inline S store(T v) {
   }
 }
 
+// max(x * scale + shift, 0), a NaN kept as torch.relu keeps it (the backward's
+// mask, value > 0, is false for a NaN, as torch's is).
 template <typename T>
 inline T scale_shift_relu_value(T x, T scale, T shift) {
   const T z = x * scale + shift;
-  return z > T(0) ? z : T(0);
+  return z < T(0) ? T(0) : z;
 }
 
 template <typename S, typename T = compute_t<S>>
