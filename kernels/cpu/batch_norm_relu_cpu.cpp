@@ -289,7 +289,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_backward_cpu(
   const std::vector<double> m = channel_values(mean, c, "mean"), inv = channel_values(invstd, c, "invstd"),
                             gam = channel_values(weight, c, 1.0, "weight");
   const std::vector<double> s = channel_values(scale, c, "scale"), b = channel_values(shift, c, "shift");
-  return dispatch_storage(dt, [&](auto st) { return backward_impl<decltype(st)>(dy, x, m, inv, gam, s, b, batch_stats); });
+  return dispatch_storage(
+      dt, [&](auto st) { return backward_impl<decltype(st)>(dy, x, m, inv, gam, s, b, batch_stats); });
 }
 
 }  // namespace

@@ -217,9 +217,9 @@ namespace {
 // a_t[c][p0 + q] = a[p0 + q][c] for 16 pairs (q < live, zeros past it) and the
 // channels [c0, c0 + 32) that exist, in registers: the 16 rows (32 channels each)
 // are interleaved pairwise at 16, then 32, then 64 bits, after which every 128-bit
-// lane holds 8 consecutive pairs of one channel. About five times fewer
-// instructions than the 32-bit gathers this replaced (in-process A/B on the
-// captured KITTI calls: see the commit).
+// lane holds 8 consecutive pairs of one channel. It replaced 32-bit gathers (eight
+// rows per instruction): on the captured KITTI calls the transpose went from over
+// half of gemm_tn_amx's time to about a third.
 void transpose_16_pairs(const uint16_t* const* a, int64_t live, int64_t c0, int64_t cin, uint16_t* at, int64_t ld) {
   const int64_t width = std::min<int64_t>(32, cin - c0);
   const __mmask32 m = width >= 32 ? ~__mmask32(0) : (__mmask32(1) << width) - 1;
