@@ -227,3 +227,24 @@ def test_opcheck_passes_for_the_map_and_gather_ops():
                      (ops.gather_mm_backprop_filter, (feats.detach(), torch.randn(idx.shape[0], 5), nbr, None, 1, True))):
         result = opcheck(op, args)
         assert all(v == "SUCCESS" for v in result.values()), (op, result)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_opcheck_passes_for_the_batch_norm_relu_ops(dtype):
+    """opcheck on the fused BatchNorm+ReLU ops: the fake kernels give the real dtypes
+    (float32 scale and shift for bfloat16 features)."""
+    opcheck = getattr(torch.library, "opcheck", None)
+    if opcheck is None:
+        pytest.skip("torch.library.opcheck needs torch >= 2.4")
+    ops = mx_sparse._ops.ops
+    x = torch.randn(50, 6).to(dtype)
+    w, b = torch.rand(6).to(dtype) + 0.5, torch.randn(6).to(dtype)
+    rm, rv = torch.zeros(6, dtype=dtype), torch.ones(6, dtype=dtype)
+    y, mean, invstd, scale, shift = ops.batch_norm_relu_forward(x, w, b, rm.clone(), rv.clone(), True, 0.1, 1e-5)
+    assert scale.dtype == shift.dtype == torch.float32 and y.dtype == dtype
+    for op, args in ((ops.batch_norm_relu_forward, (x, w, b, rm, rv, True, 0.1, 1e-5)),
+                     (ops.scale_shift_relu, (x, scale, shift)),
+                     (ops.batch_norm_relu_backward, (torch.randn(50, 6).to(dtype), x, mean, invstd, w, scale, shift,
+                                                     True))):
+        result = opcheck(op, args)
+        assert all(v == "SUCCESS" for v in result.values()), (op, result)
