@@ -40,13 +40,24 @@ def test_gather_mm_float32_against_float64(cin, cout):
 @pytest.mark.parametrize("cin", CIN)
 @pytest.mark.parametrize("cout", [16, 20, 32, 33, 64, 100])
 def test_backprop_filter_float32_against_float64(cin, cout):
-    # about 2250 pairs per offset: more than one 2048-pair chunk, slices of 256 and a tail
+    # 2500 output rows: two row blocks (2048 and a tail), each offset its own work item,
+    # about 1840 pairs per column of the first block: slices of 256 and a tail
     n_in, m, kvol = 400, 2500, 3
     x, grad = randn((n_in, cin), 4), randn((m, cout), 5)
     nbr = random_map(m, n_in, kvol, 0.9, 6)
     dw = torch.ops.mx_sparse.gather_mm_backprop_filter(x, grad, nbr, nbr, 1)
     assert dw.shape == (kvol, cin, cout)
     assert_float_close(dw, filter_reference(x, grad, nbr, 1))
+
+
+@pytest.mark.parametrize("m,cin,cout,kvol", [(40000, 4, 16, 3), (6000, 128, 128, 27)])
+def test_backprop_filter_row_blocks_against_float64(m, cin, cout, kvol):
+    # 40000 rows: 20 blocks, enough items without cutting the offsets into groups;
+    # 128 x 128 x 27: blocks longer than the L2 share, so the partials stay under 8 MiB
+    x, grad = randn((3000, cin), 11), randn((m, cout), 12)
+    nbr = random_map(m, 3000, kvol, 0.3, 13)
+    assert_float_close(torch.ops.mx_sparse.gather_mm_backprop_filter(x, grad, nbr, nbr, 1),
+                       filter_reference(x, grad, nbr, 1))
 
 
 @pytest.mark.parametrize("cin,cout,groups", [(8, 130, 2), (128, 96, 4), (14, 66, 2), (6, 20, 2), (10, 64, 2)])
