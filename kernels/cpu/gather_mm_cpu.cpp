@@ -80,24 +80,28 @@ bool worth_parallel(int64_t items, double macs_per_item) { return items * macs_p
 // The output-stationary loop shared by every dtype. For each tile of output
 // rows and each offset k it lists the (input row, tile row) pairs and hands them
 // to gemm(n, a_rows, c_rows, k, g) once per group, with the row pointers moved
-// to that group's channels; store(m0, m1, acc) then writes the finished tile.
+// to that group's channels. The tile sums into `direct + m0 * cout` where the
+// output has the accumulator's type (direct != nullptr: float32, float64), else
+// into a per-thread buffer that store(m0, m1, acc) then writes out (converting).
+// Summing in place saves a copy of every output: float32 calls 4-5 % faster.
 // make_gemm() is called once per worker thread (a gemm may own scratch buffers).
 template <typename In, typename Acc, typename MakeGemm, typename Store>
 void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, const GroupedShape& s,
-                  MapRangeCheck& bad, MakeGemm make_gemm, Store store) {
+                  MapRangeCheck& bad, Acc* direct, MakeGemm make_gemm, Store store) {
   const int64_t tile = rows_per_tile(s.cout);
   const int64_t ntiles = (m + tile - 1) / tile;
   // a tile does about tile * kvol / 4 row products (typical LiDAR occupancy)
   const bool parallel = worth_parallel(ntiles, double(tile) * s.kvol / 4 * s.cin_g * s.cout);
   parallel_dynamic(ntiles, parallel, [&](auto next_tile) {
-    std::vector<Acc> acc(tile * s.cout);
+    std::vector<Acc> local(direct ? 0 : tile * s.cout);
     std::vector<int32_t> in_rows(tile + 16), tile_rows(tile + 16);
     std::vector<const In*> a_rows(tile);
     std::vector<Acc*> c_rows(tile);
     auto gemm = make_gemm();
     for (int64_t t = next_tile(); t < ntiles; t = next_tile()) {
       const int64_t m0 = t * tile, m1 = std::min(m, m0 + tile);
-      std::fill(acc.begin(), acc.end(), Acc(0));
+      Acc* acc = direct ? direct + m0 * s.cout : local.data();
+      std::fill(acc, acc + (m1 - m0) * s.cout, Acc(0));
       for (int64_t k = 0; k < s.kvol; ++k) {
         const MapColumn col =
             compact_map_column(nbr + m0 * s.kvol, m1 - m0, s.kvol, k, n_in, in_rows.data(), tile_rows.data());
@@ -105,7 +109,7 @@ void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, con
         const int64_t n = col.count;
         for (int64_t j = 0; j < n; ++j) {
           a_rows[j] = in + int64_t(in_rows[j]) * s.cin;
-          c_rows[j] = acc.data() + int64_t(tile_rows[j]) * s.cout;
+          c_rows[j] = acc + int64_t(tile_rows[j]) * s.cout;
         }
         for (int64_t g = 0; g < s.groups && n > 0; ++g) {
           if (g > 0)
@@ -116,7 +120,7 @@ void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, con
           gemm(n, a_rows.data(), c_rows.data(), k, g);
         }
       }
-      store(m0, m1, acc.data());
+      if (!direct) store(m0, m1, acc);
     }
   });
 }
@@ -135,7 +139,7 @@ void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr,
         pack_pairs(s.cin_g, s.cout_g, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout,
                    wp.data() + (k * s.groups + g) * packed);
   gather_tiles<T, T>(
-      in, n_in, nbr, m, s, bad,
+      in, n_in, nbr, m, s, bad, out,
       [&] {
         return [&](int64_t n, const T* const* a, T* const* c, int64_t k, int64_t g) {
           if constexpr (std::is_same_v<T, float>)
@@ -143,7 +147,7 @@ void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr,
           gemm_rows(n, s.cin_g, s.cout_g, a, w + (k * s.cin_g) * s.cout + g * s.cout_g, s.cout, c);
         };
       },
-      [&](int64_t m0, int64_t m1, const T* acc) { std::copy(acc, acc + (m1 - m0) * s.cout, out + m0 * s.cout); });
+      [](int64_t, int64_t, const T*) {});
 }
 
 // bfloat16 on AMX: float accumulator tiles, rounded to bf16 once when a tile is done.
@@ -151,7 +155,7 @@ void gather_mm_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* w, con
                         const GroupedShape& s, at::BFloat16* out, MapRangeCheck& bad) {
   const AmxWeights packed(w, s.kvol, s.groups, s.cin_g, s.cout_g);
   gather_tiles<uint16_t, float>(
-      in, n_in, nbr, m, s, bad,
+      in, n_in, nbr, m, s, bad, nullptr,
       [&] {
         return [&, scratch = AmxScratch(packed)](int64_t n, const uint16_t* const* a, float* const* c, int64_t k,
                                                   int64_t g) mutable {
