@@ -52,8 +52,9 @@ def test_backprop_filter_float32_against_float64(cin, cout):
 
 @pytest.mark.parametrize("m,cin,cout,kvol", [(40000, 4, 16, 3), (6000, 128, 128, 27)])
 def test_backprop_filter_row_blocks_against_float64(m, cin, cout, kvol):
-    # 40000 rows: 20 blocks, enough items without cutting the offsets into groups;
-    # 128 x 128 x 27: blocks longer than the L2 share, so the partials stay under 8 MiB
+    # 40000 rows: 20 blocks in one wave, enough items without cutting the offsets into
+    # groups; 128 x 128 x 27: 1.7 MiB of partials per block, so its 6 blocks of 1024 rows
+    # run in two waves (at most 8 MiB of partials at once)
     x, grad = randn((3000, cin), 11), randn((m, cout), 12)
     nbr = random_map(m, 3000, kvol, 0.3, 13)
     assert_float_close(torch.ops.mx_sparse.gather_mm_backprop_filter(x, grad, nbr, nbr, 1),

@@ -210,31 +210,31 @@ at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, c
 // of that block. A block's gradient rows and the input rows they pair with stay
 // in L2 while its offsets pass over them; taken offset by offset over the whole
 // map instead, every offset fetched its rows from L3 again (the blocks measured
-// 5-35 % faster on the captured KITTI and nuScenes calls, in-process A/B). Partials are added in block
-// order afterwards: deterministic for any thread count.
+// 5-35 % faster on the captured KITTI and nuScenes calls, in-process A/B).
+// Blocks run in waves of a fixed number of blocks; after each wave its partials
+// are added to dW in block order, so the sums are the same for any thread count
+// and the partials held at once stay bounded however many rows there are.
 struct FilterBlocks {
   int64_t rows;              // output rows per block
   int64_t count;             // blocks
+  int64_t per_wave;          // blocks per wave
   int64_t offsets_per_item;  // offsets of one work item
   int64_t items_per_block;
-  int64_t items() const { return count * items_per_block; }
 };
 
 // Blocks keep about 1 MiB of gathered rows (half of this CPU's L2), 256 to 2048
-// rows (an AMX pair buffer holds 2048); wide layers take longer blocks where the
-// partials (a whole dW per block) would pass 8 MiB. Few blocks (small layers) are
-// cut into offset groups so that there are enough items to balance the threads.
-// Depends on the shapes only, so the sums are the same for any thread count.
+// rows (an AMX pair buffer holds 2048). A wave holds at most 8 MiB of partials (a
+// whole dW per block; at least one block). Few blocks in a wave (small or wide
+// layers) are cut into offset groups so that there are enough items to balance
+// the threads. Depends on the shapes only.
 FilterBlocks plan_filter_blocks(int64_t m, const GroupedShape& s, int64_t in_bytes, int64_t acc_bytes) {
   constexpr int64_t kRowBytes = 1 << 20, kPartialBytes = 8 << 20, kMinItems = 16;
-  const int64_t partial_bytes = s.kvol * s.cin_g * s.cout * acc_bytes;
-  const int64_t l2_rows = kRowBytes / ((s.cin + s.cout) * in_bytes);
-  const int64_t capped_rows = m * partial_bytes / kPartialBytes + 1;
   FilterBlocks b{};
-  b.rows = std::clamp<int64_t>(std::max(l2_rows, capped_rows) / 256 * 256, 256, 2048);
+  b.rows = std::clamp<int64_t>(kRowBytes / ((s.cin + s.cout) * in_bytes) / 256 * 256, 256, 2048);
   b.count = (m + b.rows - 1) / b.rows;
-  const int64_t groups =
-      std::clamp<int64_t>((kMinItems + b.count - 1) / std::max<int64_t>(b.count, 1), 1, std::max<int64_t>(s.kvol, 1));
+  const int64_t partial_bytes = std::max<int64_t>(s.kvol * s.cin_g * s.cout * acc_bytes, 1);
+  b.per_wave = std::clamp<int64_t>(kPartialBytes / partial_bytes, 1, std::max<int64_t>(b.count, 1));
+  const int64_t groups = std::clamp<int64_t>((kMinItems + b.per_wave - 1) / b.per_wave, 1, std::max<int64_t>(s.kvol, 1));
   b.offsets_per_item = (s.kvol + groups - 1) / groups;
   b.items_per_block = (s.kvol + b.offsets_per_item - 1) / b.offsets_per_item;
   return b;
@@ -242,37 +242,41 @@ FilterBlocks plan_filter_blocks(int64_t m, const GroupedShape& s, int64_t in_byt
 
 // For every (block, offset) with pairs: column(n, in_rows, out_rows, partial, scratch),
 // out_rows absolute; partial is that block's dW[k] [Cin/G, Cout], zeroed. Then
-// dw[k] = sum of the blocks' partials, in block order.
+// dw[k] += the blocks' partials, in block order, wave by wave.
 template <typename Acc, typename Scratch, typename Column>
 void filter_by_blocks(const int32_t* nbr, int64_t m, int64_t n_in, const GroupedShape& s, const FilterBlocks& plan,
                       MapRangeCheck& bad, Acc* dw, Column column) {
   const int64_t block = s.cin_g * s.cout;
-  std::vector<Acc> partials(plan.count * s.kvol * block, Acc(0));
+  std::vector<Acc> partials(std::min(plan.count, plan.per_wave) * s.kvol * block);
   const double macs_per_item = double(plan.rows) * plan.offsets_per_item / 4 * s.cin_g * s.cout;
-  parallel_dynamic(plan.items(), worth_parallel(plan.items(), macs_per_item), [&](auto next_item) {
-    std::vector<int32_t> in_rows(plan.rows + 16), out_rows(plan.rows + 16);
-    Scratch scratch(s, plan.rows);
-    for (int64_t item = next_item(); item < plan.items(); item = next_item()) {
-      const int64_t b = item / plan.items_per_block, r0 = b * plan.rows, rows = std::min(plan.rows, m - r0);
-      const int64_t k0 = (item % plan.items_per_block) * plan.offsets_per_item;
-      for (int64_t k = k0; k < std::min(s.kvol, k0 + plan.offsets_per_item); ++k) {
-        const MapColumn col =
-            compact_map_column(nbr + r0 * s.kvol, rows, s.kvol, k, n_in, in_rows.data(), out_rows.data());
-        if (col.bad_row >= 0) bad.report(r0 + col.bad_row);
-        for (int64_t j = 0; j < col.count; ++j) out_rows[j] += static_cast<int32_t>(r0);
-        if (col.count > 0)
-          column(col.count, in_rows.data(), out_rows.data(), partials.data() + (b * s.kvol + k) * block, scratch);
+  for (int64_t w0 = 0; w0 < plan.count; w0 += plan.per_wave) {
+    const int64_t blocks = std::min(plan.per_wave, plan.count - w0), items = blocks * plan.items_per_block;
+    std::fill(partials.begin(), partials.begin() + blocks * s.kvol * block, Acc(0));
+    parallel_dynamic(items, worth_parallel(items, macs_per_item), [&](auto next_item) {
+      std::vector<int32_t> in_rows(plan.rows + 16), out_rows(plan.rows + 16);
+      Scratch scratch(s, plan.rows);
+      for (int64_t item = next_item(); item < items; item = next_item()) {
+        const int64_t wb = item / plan.items_per_block, r0 = (w0 + wb) * plan.rows, rows = std::min(plan.rows, m - r0);
+        const int64_t k0 = (item % plan.items_per_block) * plan.offsets_per_item;
+        for (int64_t k = k0; k < std::min(s.kvol, k0 + plan.offsets_per_item); ++k) {
+          const MapColumn col =
+              compact_map_column(nbr + r0 * s.kvol, rows, s.kvol, k, n_in, in_rows.data(), out_rows.data());
+          if (col.bad_row >= 0) bad.report(r0 + col.bad_row);
+          for (int64_t j = 0; j < col.count; ++j) out_rows[j] += static_cast<int32_t>(r0);
+          if (col.count > 0)
+            column(col.count, in_rows.data(), out_rows.data(), partials.data() + (wb * s.kvol + k) * block, scratch);
+        }
       }
-    }
-  });
-  parallel_dynamic(s.kvol, worth_parallel(s.kvol, double(plan.count) * block), [&](auto next_offset) {
-    for (int64_t k = next_offset(); k < s.kvol; k = next_offset())
-      for (int64_t b = 0; b < plan.count; ++b) {
-        const Acc* src = partials.data() + (b * s.kvol + k) * block;
-        Acc* d = dw + k * block;
-        for (int64_t e = 0; e < block; ++e) d[e] += src[e];
-      }
-  });
+    });
+    parallel_dynamic(s.kvol, worth_parallel(s.kvol, double(blocks) * block), [&](auto next_offset) {
+      for (int64_t k = next_offset(); k < s.kvol; k = next_offset())
+        for (int64_t wb = 0; wb < blocks; ++wb) {
+          const Acc* src = partials.data() + (wb * s.kvol + k) * block;
+          Acc* d = dw + k * block;
+          for (int64_t e = 0; e < block; ++e) d[e] += src[e];
+        }
+    });
+  }
 }
 
 // Pairs go through gemm_tn_rows in slices of kPairsPerSlice, per group.
