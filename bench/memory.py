@@ -8,7 +8,9 @@ the baseline, run the phase once and read VmHWM. ``extra = VmHWM - baseline``.
 With glibc's defaults, memory a library frees often stays in the heap (the mmap threshold rises
 after the first large free, so later tensors come from the heap and freed ones are kept), and
 the RSS peak then includes what the allocator keeps. ``NO_RETENTION`` fixes the threshold at
-64 KiB: every tensor is its own mapping, returned at free, so the peak is what the library holds.
+64 KiB: every tensor is its own mapping, returned at free, so the peak is what the library holds
+(and sets mx_sparse's pool to keep no freed pages). Before each baseline, mx_sparse's pool
+gives back the pages it keeps, as ``malloc_trim`` does for glibc's heap.
 
 Run by hand: ``python -m bench.memory WORKLOAD VARIANT THREADS``; prints JSON."""
 import ctypes
@@ -18,7 +20,8 @@ import os
 import subprocess
 import sys
 
-NO_RETENTION = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+# (mx_sparse's CPU pool gives its free ranges back at every free too)
+NO_RETENTION = {"MALLOC_MMAP_THRESHOLD_": "65536", "MXS_CPU_POOL_KEEP_MB": "0"}
 
 
 def _status_kb(field: str) -> int:
@@ -31,11 +34,14 @@ def _status_kb(field: str) -> int:
 
 def _trim_heap() -> None:
     """Return freed heap memory to the OS, so that memory a library freed but the C
-    allocator kept does not hide in the baseline."""
+    allocator kept does not hide in the baseline; mx_sparse's CPU pool likewise gives back
+    the mappings it keeps (so the phase measured pays for refilling them)."""
     try:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+    if "mx_sparse._C" in sys.modules:
+        sys.modules["mx_sparse._C"].cpu_pool_release_cached()
 
 
 def _reset_hwm() -> bool:

@@ -169,12 +169,17 @@ TEXT = {
         memory="Peak memory over baseline (MB)",
         memory_note="Measured in a fresh subprocess per (configuration, workload): after a warm-up step, the RSS "
                     "high-water mark is reset (`/proc/self/clear_refs`), and VmHWM − VmRSS(before) is recorded for "
-                    "one forward (eval) and one forward+backward, with glibc's default allocator settings.",
+                    "one forward (eval) and one forward+backward, with glibc's default allocator settings. Before "
+                    "the baseline, glibc's free heap pages (`malloc_trim`) and mx_sparse's CPU pool "
+                    "(`mx_sparse.cpu_memory.release_cached()`) are given back, so each phase pays for the pages it "
+                    "touches.",
         memory_held_note="The same with `MALLOC_MMAP_THRESHOLD_=65536` in the child's environment. By default glibc "
                          "raises its mmap threshold after the first large free, so later tensors come from the heap "
                          "and memory freed during backward stays resident; the RSS peak above then includes what the "
                          "allocator keeps. With a fixed 64 KiB threshold every tensor is its own mapping, returned at "
-                         "free, so this peak is what each library actually holds (forward / fwd+bwd, MB):",
+                         "free, so this peak is what each library actually holds; mx_sparse's pool runs with "
+                         "`MXS_CPU_POOL_KEEP_MB=0` (free ranges given back at every free) for the same reason "
+                         "(forward / fwd+bwd, MB):",
         h_fwd="forward", h_trainm="fwd+bwd", h_ratio="mx / spconv (fwd+bwd)",
         bf16="bfloat16", bf16_note="mx_sparse with features and all parameters cast to bfloat16, fwd+bwd, "
                                    "alternating with fp32; error of the bf16 eval output relative to fp32.",
@@ -250,10 +255,13 @@ TEXT = {
         h_ceiling="torch.mm 上限", h_frac="mx 前向+反向 / 上限",
         memory="相对基线的峰值内存（MB）",
         memory_note="每个（配置，负载）在独立子进程中测量：预热一步后重置 RSS 峰值（`/proc/self/clear_refs`），"
-                    "记录一次前向（eval）与一次前向+反向的 VmHWM − VmRSS(开始前)，glibc 分配器使用默认设置。",
+                    "记录一次前向（eval）与一次前向+反向的 VmHWM − VmRSS(开始前)，glibc 分配器使用默认设置。"
+                    "读取基线前先归还 glibc 堆中的空闲页（`malloc_trim`）和 mx_sparse CPU 内存池保留的页"
+                    "（`mx_sparse.cpu_memory.release_cached()`），因此每个阶段都要为自己触及的页付出代价。",
         memory_held_note="子进程环境中加上 `MALLOC_MMAP_THRESHOLD_=65536` 后重复测量。默认情况下 glibc 在第一次释放大块"
                          "内存后会提高 mmap 阈值，之后的张量从堆上分配，反向过程中释放的内存仍驻留，上表的 RSS 峰值因此包含"
                          "分配器保留的部分。阈值固定为 64 KiB 时每个张量单独映射、释放即归还，此峰值即各库实际持有的内存"
+                         "；出于同样的理由，mx_sparse 的内存池以 `MXS_CPU_POOL_KEEP_MB=0` 运行（每次释放即归还空闲区间）"
                          "（前向 / 前向+反向，MB）：",
         h_fwd="前向", h_trainm="前向+反向", h_ratio="mx / spconv（前向+反向）",
         bf16="bfloat16", bf16_note="mx_sparse 将特征与全部参数转为 bfloat16，前向+反向，与 fp32 交替运行；"

@@ -2,7 +2,7 @@
 CUDA and CPU. The device of the tensors picks the backend through the PyTorch
 dispatcher."""
 from . import _ops  # noqa: F401  (loads the compiled ops first)
-from . import functional
+from . import cpu_memory, functional
 from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,
                    SparseInverseConv1d, SparseInverseConv2d, SparseInverseConv3d, SparseInverseConv4d,
                    SubMConv1d, SubMConv2d, SubMConv3d, SubMConv4d)
@@ -19,6 +19,6 @@ __all__ = [
     "SparseConv1d", "SparseConv2d", "SparseConv3d", "SparseConv4d",
     "SubMConv1d", "SubMConv2d", "SubMConv3d", "SubMConv4d",
     "SparseInverseConv1d", "SparseInverseConv2d", "SparseInverseConv3d", "SparseInverseConv4d",
-    "functional", "best_device",
+    "functional", "cpu_memory", "best_device",
     "patch_spconv", "unpatch_spconv", "patch_mmcv", "unpatch_mmcv", "convert_weight",
 ]

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "batch_norm_relu_rows.h"
+#include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
 #include "portable_switch.h"
 
@@ -136,7 +137,7 @@ void channel_stats(const S* px, int64_t n, int64_t c, std::vector<double>& mean,
 
 // y = max(x * scale + shift, 0); scale and shift are compute-dtype tensors.
 at::Tensor scale_shift_relu_tensor(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift) {
-  at::Tensor y = at::empty_like(x);
+  at::Tensor y = empty_like_cpu(x);
   const int64_t n = x.size(0), c = x.size(1);
   dispatch_storage(x.scalar_type(), [&](auto s) {
     using S = decltype(s);
@@ -218,7 +219,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
     k_x[j] = batch_stats ? T(-a * invstd[j] * sums[c + j] / double(n)) : T(0);
     k_0[j] = batch_stats ? T(-a * sums[j] / double(n)) : T(0);
   }
-  auto dx = at::empty_like(x);
+  auto dx = empty_like_cpu(x);
   S* pdx = data_of<S>(dx);
   for_each_block(n, [&](int64_t r0, int64_t r1) {
     rows.backward_dx(px, pdy, s_t.data(), b_t.data(), mean_t.data(), k_g.data(), k_x.data(), k_0.data(), c, r0, r1,

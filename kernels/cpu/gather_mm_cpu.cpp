@@ -18,6 +18,7 @@
 #include "../ops/op_args.h"
 #include "gemm_rows.h"
 #include "gemm_rows_amx.h"
+#include "large_tensor_pool.h"
 #include "map_column.h"
 #include "parallel_dynamic.h"
 
@@ -177,7 +178,7 @@ at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& 
                                   const GroupedShape& s) {
   const at::Tensor f = features.contiguous(), w = weight.contiguous(), nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0);
-  at::Tensor out = at::empty({m, s.cout}, f.options());
+  at::Tensor out = empty_cpu({m, s.cout}, f.options());
   MapRangeCheck bad;
   gather_mm_bf16_amx(reinterpret_cast<const uint16_t*>(f.data_ptr<at::BFloat16>()), f.size(0),
                      reinterpret_cast<const uint16_t*>(w.data_ptr<at::BFloat16>()), nbr.data_ptr<int32_t>(), m, s,
@@ -193,7 +194,7 @@ at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, c
   const auto acc = accumulate_type(features.scalar_type());
   const at::Tensor f = features.to(acc).contiguous(), w = weight.to(acc).contiguous(), nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0);
-  at::Tensor out = at::empty({m, s.cout}, f.options());
+  at::Tensor out = empty_cpu({m, s.cout}, f.options());
   MapRangeCheck bad;
   AT_DISPATCH_FLOATING_TYPES(acc, "gather_mm_cpu", [&] {
     gather_mm_kernel<scalar_t>(f.data_ptr<scalar_t>(), f.size(0), w.data_ptr<scalar_t>(), nbr.data_ptr<int32_t>(),

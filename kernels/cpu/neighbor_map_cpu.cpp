@@ -10,6 +10,7 @@
 #include <atomic>
 #include "../ops/op_args.h"
 #include "fast_divide.h"
+#include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
 #include "portable_switch.h"
 #include "sorted_voxels.h"
@@ -206,7 +207,7 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   bool mirror = true;
   for (int d = 0; d < grid.ndim; ++d) mirror = mirror && geo.kernel[d] % 2 == 1;
 
-  at::Tensor nbr = at::full({n, kvol}, kNoNeighbor, indices.options());
+  at::Tensor nbr = empty_cpu({n, kvol}, indices.options()).fill_(kNoNeighbor);
   int32_t* out = nbr.data_ptr<int32_t>();
   // density varies along the sorted voxels: chunks are handed out dynamically
   const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
@@ -504,8 +505,8 @@ std::tuple<at::Tensor, at::Tensor> conv_map_by_bitmap(const at::Tensor& indices,
     }
   });
   const int64_t m = outputs.rank_all();
-  at::Tensor out_indices = at::empty({m, 1 + grid.ndim}, indices.options());
-  at::Tensor nbr = at::full({m, kvol}, kNoNeighbor, indices.options());
+  at::Tensor out_indices = empty_cpu({m, 1 + grid.ndim}, indices.options());
+  at::Tensor nbr = empty_cpu({m, kvol}, indices.options()).fill_(kNoNeighbor);
   int32_t* oi = out_indices.data_ptr<int32_t>();
   int32_t* map = nbr.data_ptr<int32_t>();
   const KeyUnpacker out_coords(out_grid);
@@ -549,8 +550,8 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
 
   // Each output writes its whole map row (-1, then its pairs) and its
   // coordinates, so every cell has one writer and nothing is filled twice.
-  at::Tensor out_indices = at::empty({m, 1 + grid.ndim}, indices.options());
-  at::Tensor nbr = at::empty({m, kvol}, indices.options());
+  at::Tensor out_indices = empty_cpu({m, 1 + grid.ndim}, indices.options());
+  at::Tensor nbr = empty_cpu({m, kvol}, indices.options());
   int32_t* oi = out_indices.data_ptr<int32_t>();
   int32_t* map = nbr.data_ptr<int32_t>();
   const KeyUnpacker out_coords(out_grid);
@@ -573,7 +574,7 @@ at::Tensor transpose_map_cpu(const at::Tensor& nbr_in, int64_t num_rows) {
                     num_rows);
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), kvol = nbr.size(1);
-  at::Tensor t = at::full({num_rows, kvol}, kNoNeighbor, nbr.options());
+  at::Tensor t = empty_cpu({num_rows, kvol}, nbr.options()).fill_(kNoNeighbor);
   const int32_t* src = nbr.data_ptr<int32_t>();
   int32_t* dst = t.data_ptr<int32_t>();
   FirstBadRow bad;

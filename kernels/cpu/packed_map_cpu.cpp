@@ -15,6 +15,7 @@
 
 #include "../common/mxs_qualifiers.h"  // kNoNeighbor
 #include "portable_switch.h"
+#include "large_tensor_pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -162,7 +163,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pack_map_cpu(const at::Tensor& nb
                     nbr_in.scalar_type(), " ", nbr_in.sizes());
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), kvol = nbr.size(1), nblocks = num_blocks(m);
-  at::Tensor mask = at::empty({m, mask_words(kvol)}, nbr.options().dtype(at::kShort));
+  at::Tensor mask = empty_cpu({m, mask_words(kvol)}, nbr.options().dtype(at::kShort));
   at::Tensor starts = at::empty({nblocks + 1}, nbr.options().dtype(at::kLong));
   const int32_t* src = nbr.data_ptr<int32_t>();
   auto* bits = reinterpret_cast<uint16_t*>(mask.data_ptr<int16_t>());
@@ -178,7 +179,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pack_map_cpu(const at::Tensor& nb
                     src[first_bad.load()], " at [", first_bad.load() / kvol, ", ", first_bad.load() % kvol, "]");
   start[0] = 0;
   for (int64_t b = 0; b < nblocks; ++b) start[b + 1] += start[b];
-  at::Tensor values = at::empty({start[nblocks]}, nbr.options());
+  at::Tensor values = empty_cpu({start[nblocks]}, nbr.options());
   int32_t* dst = values.data_ptr<int32_t>();
   for_each_block(nblocks, [&](int64_t b) {
     const int64_t r0 = b * kRowsPerBlock, r1 = std::min(m, r0 + kRowsPerBlock);
@@ -209,7 +210,7 @@ at::Tensor unpack_map_cpu(const at::Tensor& mask_in, const at::Tensor& values_in
   for (int64_t b = 0; b < nblocks; ++b)
     TORCH_CHECK_VALUE(start[b] <= start[b + 1], "block_starts: expected non-decreasing, got ", start[b], " then ",
                       start[b + 1], " at block ", b);
-  at::Tensor nbr = at::empty({m, kvol}, values.options());
+  at::Tensor nbr = empty_cpu({m, kvol}, values.options());
   int32_t* dst = nbr.data_ptr<int32_t>();
   std::atomic<int64_t> first_bad{INT64_MAX};
   for_each_block(nblocks, [&](int64_t b) {

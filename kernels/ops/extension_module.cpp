@@ -2,6 +2,8 @@
 // static TORCH_LIBRARY registrations of every linked backend.
 #include <torch/extension.h>
 
+#include "cpu/large_tensor_pool.h"
+
 namespace mxs {
 const char* gemm_float_isa();  // kernels/cpu/gemm_rows.h
 bool amx_bf16_usable();        // kernels/cpu/gemm_rows_amx.h
@@ -25,10 +27,22 @@ std::vector<std::string> compiled_backends() {
 #endif
   return b;
 }
+
+std::map<std::string, int64_t> cpu_pool_stats() {
+  const mxs::LargeTensorPoolStats s = mxs::large_tensor_pool_stats();
+  return {{"live_bytes", s.live_bytes}, {"kept_bytes", s.kept_bytes}, {"touched_bytes", s.touched_bytes},
+          {"reserved_bytes", s.reserved_bytes},
+          {"segments", s.segments}, {"keep_limit_bytes", mxs::large_tensor_pool_keep_limit()}};
+}
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "mx_sparse compiled operators (registered as torch.ops.mx_sparse.*)";
   m.def("compiled_backends", &compiled_backends, "Backends compiled into this build");
   m.def("cpu_gemm_kernels", &cpu_gemm_kernels, "CPU gather_mm kernel per dtype on this machine");
+  m.def("cpu_pool_stats", &cpu_pool_stats, "Bytes and counts of the CPU large-tensor pool");
+  m.def("cpu_pool_release_cached", &mxs::large_tensor_pool_release_cached,
+        "Return the CPU large-tensor pool's kept memory to the system");
+  m.def("cpu_pool_set_keep_limit", &mxs::large_tensor_pool_set_keep_limit,
+        "Bound (bytes) on the freed memory the pool keeps resident");
 }

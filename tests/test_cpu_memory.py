@@ -1,0 +1,152 @@
+"""The CPU large-tensor pool (kernels/cpu/large_tensor_pool.cpp, mx_sparse.cpu_memory):
+where large kernel outputs are placed, that freed ranges merge and are reused, that kept
+pages go back to the system (checked against the kernel's own RSS count), and that the
+results do not depend on the pool (MXS_CPU_POOL=0 gives the same bits)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mx_sparse import cpu_memory
+from mx_sparse._ops import ops
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool is Linux-only")
+
+ROWS_PER_MIB = 16384  # a [rows, 16] float32 tensor: 64 bytes a row
+
+
+def pooled(mib: float) -> torch.Tensor:
+    """A kernel output of `mib` MiB: scale_shift_relu returns a new tensor shaped like its input."""
+    x = torch.randn(int(mib * ROWS_PER_MIB), 16)
+    return ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))
+
+
+def run_fresh(code: str, env: dict = None) -> dict:
+    """Runs `code` in a new interpreter (a pool in a known, empty state); returns the JSON it prints."""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_large_outputs_are_counted_live_then_kept():
+    before = cpu_memory.stats()
+    y = pooled(2)
+    assert cpu_memory.stats()["live_bytes"] - before["live_bytes"] == 2 << 20
+    x = torch.randn(100, 16)  # 6400 bytes: stays with torch's allocator
+    small = ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))
+    assert cpu_memory.stats()["live_bytes"] - before["live_bytes"] == 2 << 20
+    del y, small
+    after = cpu_memory.stats()
+    assert after["live_bytes"] == before["live_bytes"]
+    assert after["kept_bytes"] >= 2 << 20
+
+
+def test_outputs_are_correct_after_ranges_are_reused():
+    # every reused range held other values before: the kernels must write every element
+    torch.manual_seed(0)
+    for _ in range(5):
+        x = torch.randn(3 * ROWS_PER_MIB, 16)
+        scale, shift = torch.rand(16) + 0.5, torch.randn(16)
+        junk = pooled(3)  # occupies, then frees, the same range
+        junk.fill_(float("nan"))
+        del junk
+        torch.testing.assert_close(ops.scale_shift_relu(x, scale, shift), torch.relu(x * scale + shift))
+
+
+FIRST_FIT = """
+import json, torch
+from mx_sparse import cpu_memory
+from mx_sparse._ops import ops
+def pooled(mib):
+    x = torch.zeros(int(mib * 16384), 16)
+    return ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))
+a, b, c = pooled(1), pooled(2), pooled(1)
+base = a.data_ptr()
+offsets = [t.data_ptr() - base for t in (a, b, c)]
+del a, b                      # 3 MiB free at the start, merged
+d = pooled(3)                 # fits there exactly
+e = pooled(0.5)               # next free range: after c
+print(json.dumps(dict(offsets=offsets, d=d.data_ptr() - base, e=e.data_ptr() - base, stats=cpu_memory.stats())))
+"""
+
+
+def test_first_fit_merges_neighbouring_free_ranges():
+    r = run_fresh(FIRST_FIT)
+    mib = 1 << 20
+    assert r["offsets"] == [0, mib, 3 * mib]
+    assert r["d"] == 0
+    assert r["e"] == 4 * mib
+    assert r["stats"]["live_bytes"] == 3 * mib + 3 * mib // 2 and r["stats"]["touched_bytes"] == 4 * mib + mib // 2
+
+
+RELEASE = """
+import json, torch
+from mx_sparse import cpu_memory
+from mx_sparse._ops import ops
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+x = torch.randn(64 * 16384, 16)
+y = ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))   # 64 MiB, every page written
+del y
+kept, rss_kept = cpu_memory.stats()["kept_bytes"], rss_mb()
+cpu_memory.release_cached()
+print(json.dumps(dict(kept=kept, rss_kept=rss_kept, rss_released=rss_mb(), stats=cpu_memory.stats())))
+"""
+
+
+def test_release_cached_gives_pages_back_to_the_system():
+    r = run_fresh(RELEASE)
+    assert r["kept"] == 64 << 20
+    assert r["rss_kept"] - r["rss_released"] > 60, r   # measured by the kernel, not by the pool
+    assert r["stats"]["kept_bytes"] == 0 and r["stats"]["touched_bytes"] == 0 and r["stats"]["live_bytes"] == 0
+
+
+def test_keep_limit_zero_gives_pages_back_at_every_free():
+    old = cpu_memory.stats()["keep_limit_bytes"]
+    try:
+        cpu_memory.set_keep_limit(0)
+        y = pooled(1)
+        del y
+        assert cpu_memory.stats()["kept_bytes"] == 0
+    finally:
+        cpu_memory.set_keep_limit(old)
+    assert cpu_memory.stats()["keep_limit_bytes"] == old
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "1"])
+def test_set_keep_limit_rejects_bad_values(bad):
+    with pytest.raises(ValueError, match="num_bytes: expected a non-negative int"):
+        cpu_memory.set_keep_limit(bad)
+
+
+def test_bad_keep_limit_in_the_environment_is_named():
+    p = subprocess.run([sys.executable, "-c", "import mx_sparse; print(mx_sparse.cpu_memory.stats())"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "MXS_CPU_POOL_KEEP_MB": "lots"})
+    assert p.returncode != 0
+    assert "MXS_CPU_POOL_KEEP_MB: expected a non-negative integer (MiB), got 'lots'" in p.stderr
+
+
+SAME_BITS = """
+import json, torch, mx_sparse
+torch.manual_seed(0)
+coords = torch.unique(torch.randint(0, 40, (30000, 3), dtype=torch.int32), dim=0)
+indices = torch.cat([torch.zeros(len(coords), 1, dtype=torch.int32), coords], 1)
+x = mx_sparse.SparseConvTensor(torch.randn(len(coords), 16), indices, [40, 40, 40], 1)
+net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(16, 32, 3, indice_key="a"), torch.nn.BatchNorm1d(32),
+                                 torch.nn.ReLU(), mx_sparse.SparseConv3d(32, 32, 3, stride=2))
+y = net(x)
+y.features.square().sum().backward()
+print(json.dumps(dict(out=y.features.sum().item(), out_hash=float((y.features * torch.arange(y.features.numel()).view_as(y.features).sin()).sum()),
+                      grad=[float(p.grad.double().sum()) for p in net.parameters()], stats=mx_sparse.cpu_memory.stats())))
+"""
+
+
+def test_results_do_not_depend_on_the_pool():
+    on, off = run_fresh(SAME_BITS), run_fresh(SAME_BITS, {"MXS_CPU_POOL": "0"})
+    assert on["stats"]["touched_bytes"] > 0 and off["stats"]["touched_bytes"] == 0
+    assert (on["out"], on["out_hash"], on["grad"]) == (off["out"], off["out_hash"], off["grad"])
