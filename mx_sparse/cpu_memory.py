@@ -17,7 +17,8 @@ from . import _C
 
 
 def stats() -> Dict[str, int]:
-    """Bytes of the pool: ``live_bytes`` (tensors now), ``kept_bytes`` (freed, still
+    """Bytes of the pool: ``live_bytes`` (tensors now), ``peak_live_bytes`` (the most at once
+    since the last ``release_cached()``), ``kept_bytes`` (freed, still
     resident, an estimate), ``touched_bytes`` (every page used since the last release),
     ``reserved_bytes`` (address space, not memory), ``segments``, ``keep_limit_bytes``."""
     return dict(_C.cpu_pool_stats())

@@ -81,6 +81,7 @@ def test_first_fit_merges_neighbouring_free_ranges():
     assert r["d"] == 0
     assert r["e"] == 4 * mib
     assert r["stats"]["live_bytes"] == 3 * mib + 3 * mib // 2 and r["stats"]["touched_bytes"] == 4 * mib + mib // 2
+    assert r["stats"]["peak_live_bytes"] == 4 * mib + mib // 2   # c, d and e (a, b and c were 4 MiB)
 
 
 RELEASE = """

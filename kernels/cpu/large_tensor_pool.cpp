@@ -105,6 +105,7 @@ class LargeTensorPool final : public c10::Allocator {
       s.reserved_bytes += int64_t(g->size);
     }
     s.kept_bytes = kept_;
+    s.peak_live_bytes = peak_live_;
     s.segments = int64_t(segments_.size());
     return s;
   }
@@ -149,6 +150,8 @@ class LargeTensorPool final : public c10::Allocator {
       kept_ -= std::min(kept_, int64_t(reused));
       g->touched = std::max(g->touched, offset + bytes);
       g->live += bytes;
+      live_ += bytes;
+      peak_live_ = std::max(peak_live_, live_);
       return new Range{g, offset, bytes};
     }
     return nullptr;
@@ -173,6 +176,7 @@ class LargeTensorPool final : public c10::Allocator {
     LargeTensorPool& pool = instance();
     std::lock_guard<std::mutex> lock(pool.mutex_);
     give_back(r->segment, r->offset, r->bytes);
+    pool.live_ -= r->bytes;
     pool.kept_ += int64_t(r->bytes);
     delete r;
     if (pool.kept_ > pool.keep_limit_) pool.trim_locked();
@@ -215,12 +219,14 @@ class LargeTensorPool final : public c10::Allocator {
     }
     segments_.swap(kept);
     kept_ = 0;
+    peak_live_ = live_;
   }
 
   std::mutex mutex_;
   std::vector<Segment*> segments_;
   int64_t keep_limit_;
   int64_t kept_ = 0;  // bytes freed since the last trim and not reused since (resident, roughly)
+  size_t live_ = 0, peak_live_ = 0;  // peak since the last trim
 };
 
 }  // namespace

@@ -88,13 +88,18 @@ class GatherMm : public torch::autograd::Function<GatherMm> {
     return call_gather_mm(x, w, nbr, nbr_t, groups, symmetric);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
+    auto saved = ctx->get_saved_variables();
     const int64_t groups = ctx->saved_data["groups"].toInt();
     const MapPair maps = saved_maps(ctx, saved);
     const at::Tensor& dy = grads[0];
+    const int64_t num_rows = saved[0].size(0);
     at::Tensor dx, dw;
-    if (ctx->needs_input_grad(0)) dx = input_gradient(dy, saved[1], maps, saved[0].size(0), groups);
     if (ctx->needs_input_grad(1)) dw = call_backprop_filter(saved[0], dy, maps, groups);
+    // The weight gradient first, then x goes: x may have been recomputed for this backward (a
+    // fused BatchNorm+ReLU output, saved_tensors.py), and freeing it before dx and the
+    // transposed map are allocated lowers the step's peak memory.
+    saved[0].reset();
+    if (ctx->needs_input_grad(0)) dx = input_gradient(dy, saved[1], maps, num_rows, groups);
     return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
