@@ -151,3 +151,23 @@ def test_results_do_not_depend_on_the_pool():
     on, off = run_fresh(SAME_BITS), run_fresh(SAME_BITS, {"MXS_CPU_POOL": "0"})
     assert on["stats"]["touched_bytes"] > 0 and off["stats"]["touched_bytes"] == 0
     assert (on["out"], on["out_hash"], on["grad"]) == (off["out"], off["out_hash"], off["grad"])
+
+
+ADDRESS_LIMIT = """
+import json, resource, torch
+from mx_sparse import cpu_memory
+from mx_sparse._ops import ops
+x = torch.randn(2 * 16384, 16)
+ops.scale_shift_relu(torch.randn(10, 16), torch.ones(16), torch.zeros(16))   # threads and lazy state first
+with open("/proc/self/status") as f:
+    vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), resource.RLIM_INFINITY))   # no room for 1 GiB
+y = ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))
+print(json.dumps(dict(ok=bool(torch.equal(y, torch.relu(x))), stats=cpu_memory.stats())))
+"""
+
+
+def test_segments_shrink_to_the_request_under_an_address_space_limit():
+    r = run_fresh(ADDRESS_LIMIT)
+    assert r["ok"]
+    assert r["stats"]["reserved_bytes"] == 2 << 20 and r["stats"]["live_bytes"] == 2 << 20   # y, in its own segment

@@ -158,10 +158,11 @@ class LargeTensorPool final : public c10::Allocator {
   }
 
   Segment* new_segment(size_t bytes) {
-    const size_t size = std::max(kSegmentBytes, round_up(bytes, kSegmentBytes));
+    size_t size = std::max(kSegmentBytes, round_up(bytes, kSegmentBytes));
     char* base = reserve(size);
-    if (base == nullptr) {
+    if (base == nullptr) {  // strict overcommit or an address-space limit: just what is asked
       trim_locked();
+      size = bytes;
       base = reserve(size);
     }
     TORCH_CHECK(base != nullptr, "mx_sparse: cannot reserve ", size, " bytes of address space for a CPU tensor of ",

@@ -14,8 +14,8 @@
 #include <functional>
 
 #include "../common/mxs_qualifiers.h"  // kNoNeighbor
-#include "portable_switch.h"
 #include "large_tensor_pool.h"
+#include "portable_switch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>

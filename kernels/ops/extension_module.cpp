@@ -30,9 +30,10 @@ std::vector<std::string> compiled_backends() {
 
 std::map<std::string, int64_t> cpu_pool_stats() {
   const mxs::LargeTensorPoolStats s = mxs::large_tensor_pool_stats();
-  return {{"live_bytes", s.live_bytes}, {"peak_live_bytes", s.peak_live_bytes}, {"kept_bytes", s.kept_bytes}, {"touched_bytes", s.touched_bytes},
-          {"reserved_bytes", s.reserved_bytes},
-          {"segments", s.segments}, {"keep_limit_bytes", mxs::large_tensor_pool_keep_limit()}};
+  return {{"live_bytes", s.live_bytes},         {"peak_live_bytes", s.peak_live_bytes},
+          {"kept_bytes", s.kept_bytes},         {"touched_bytes", s.touched_bytes},
+          {"reserved_bytes", s.reserved_bytes}, {"segments", s.segments},
+          {"keep_limit_bytes", mxs::large_tensor_pool_keep_limit()}};
 }
 }  // namespace
 
