@@ -8,8 +8,9 @@ freed tensors leave, so a training step's resident memory grew to about twice wh
 held at once; in the pool it stays close to that peak. Freed memory stays resident for
 the next step (fresh pages cost a page fault each) until more than the keep limit
 (256 MiB; ``MXS_CPU_POOL_KEEP_MB``) is waiting; ``release_cached()`` gives it back now.
-``MXS_CPU_POOL=0`` in the environment (read when mx_sparse loads) turns the pool off;
-it is off anyway outside Linux. Tensors from torch's own ops never come from the pool.
+``MXS_CPU_POOL=0`` in the environment (read once, when a kernel first makes a large
+tensor) turns the pool off; it is off anyway outside Linux. Tensors from torch's own ops
+never come from the pool.
 """
 from typing import Dict
 
@@ -18,7 +19,7 @@ from . import _C
 
 def stats() -> Dict[str, int]:
     """Bytes of the pool: ``live_bytes`` (tensors now), ``peak_live_bytes`` (the most at once
-    since the last ``release_cached()``), ``kept_bytes`` (freed, still
+    since the last ``release_cached()`` or automatic give-back), ``kept_bytes`` (freed, still
     resident, an estimate), ``touched_bytes`` (every page used since the last release),
     ``reserved_bytes`` (address space, not memory), ``segments``, ``keep_limit_bytes``."""
     return dict(_C.cpu_pool_stats())

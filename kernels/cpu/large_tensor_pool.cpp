@@ -227,7 +227,7 @@ class LargeTensorPool final : public c10::Allocator {
   std::vector<Segment*> segments_;
   int64_t keep_limit_;
   int64_t kept_ = 0;  // bytes freed since the last trim and not reused since (resident, roughly)
-  size_t live_ = 0, peak_live_ = 0;  // peak since the last trim
+  size_t live_ = 0, peak_live_ = 0;  // peak since the last trim (release_cached or the keep limit)
 };
 
 }  // namespace

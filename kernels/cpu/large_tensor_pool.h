@@ -18,7 +18,7 @@ namespace mxs {
 
 struct LargeTensorPoolStats {
   int64_t live_bytes = 0;     // held by tensors now
-  int64_t peak_live_bytes = 0;  // the most held at once since the last release
+  int64_t peak_live_bytes = 0;  // the most held at once since the last release (or automatic trim)
   int64_t kept_bytes = 0;     // freed and not yet given back (an estimate of resident free pages)
   int64_t touched_bytes = 0;  // below the segments' marks: every page a tensor used since the last trim
   int64_t reserved_bytes = 0; // address space reserved (not memory)
