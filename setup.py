@@ -74,10 +74,14 @@ setup(
     name="mx_sparse",
     version="0.1.0",
     description="Sparse 3D convolution for LiDAR networks on Ascend NPU, CUDA and CPU (mx_driving API)",
-    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]),
+    # the CUDA backend (Python + Triton) lives beside the other backends in kernels/cuda
+    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._cuda"],
+    package_dir={"mx_sparse._cuda": "kernels/cuda"},
     python_requires=">=3.9",
     install_requires=["torch>=2.1", "numpy"],
-    extras_require={"test": ["pytest", "hypothesis", "spconv==2.3.8"], "examples": ["tqdm"]},
+    # cuda: the CUDA backend's kernels are Triton (torch's CUDA wheels already depend on it)
+    extras_require={"test": ["pytest", "hypothesis", "spconv==2.3.8", "triton"], "examples": ["tqdm"],
+                    "cuda": ["triton"]},
     ext_modules=[ext for ext in (cpu_extension(), npu_extension()) if ext is not None],
     cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
     zip_safe=False,

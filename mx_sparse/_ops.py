@@ -26,6 +26,16 @@ def _load_npu_kernels():
 _load_npu_kernels()
 
 
+def _load_cuda_kernels():
+    """Registers the CUDA backend (kernels/cuda, Python + Triton) under the CUDA key, and with
+    MXS_CUDA_ON_CPU=1 for CPU tensors too (see mx_sparse/_cuda/registration.py)."""
+    from ._cuda import registration
+    registration.register(on_cpu=registration.on_cpu_requested())
+
+
+_load_cuda_kernels()
+
+
 def _register_fake(name):
     register = getattr(torch.library, "register_fake", None) or getattr(torch.library, "impl_abstract", None)
     if register is None:  # torch < 2.2: no FakeTensor support to register with
@@ -105,7 +115,7 @@ def _batch_norm_relu_backward_fake(grad, input, mean, invstd, weight, scale, shi
     return torch.empty_like(input), input.new_empty((c,)), input.new_empty((c,))
 
 
-def has_kernel(device_type: str) -> bool:
-    """True when this build has mx_sparse kernels for ``device_type`` ('cpu', 'cuda', 'npu')."""
+def has_kernel(device_type: str, op: str = "gather_mm") -> bool:
+    """True when this build has a kernel of ``op`` for ``device_type`` ('cpu', 'cuda', 'npu')."""
     key = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}.get(device_type)
-    return key is not None and torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", key)
+    return key is not None and torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::" + op, key)

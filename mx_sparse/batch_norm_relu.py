@@ -6,20 +6,21 @@ next convolution). Here the backward needs only ``x`` (it recomputes the ReLU
 mask), and ``y`` has a *recipe* (``x``, per-channel scale and shift; ``recipe_of``): a
 sparse convolution taking ``y`` saves the recipe instead (saved_tensors.py) and
 recomputes ``y`` in its own backward (one elementwise pass). ``SparseSequential`` uses this
-for every ``BatchNorm1d, ReLU`` pair of plain torch modules on CPU features (float32,
-float64, and bfloat16 computed in float32), and ``mx_sparse.bn_relu`` offers it to
+for every ``BatchNorm1d, ReLU`` pair of plain torch modules on CPU and CUDA features
+(float32, float64, and bfloat16 computed in float32), and ``mx_sparse.bn_relu`` offers it to
 hand-written blocks (``SparseSequential.fuse_bn_relu = False`` turns both off).
 
 Same results as the two modules up to float rounding, running statistics
 included (momentum, ``momentum=None``, unbiased running variance, eval mode).
 """
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ._ops import ops
+from ._ops import has_kernel, ops
 
 # How to recompute each fused output, keyed by the output tensor (weakly, by identity: an
 # entry goes with its tensor). Not an attribute of the tensor: attributes travel with it into
@@ -43,16 +44,22 @@ class Recipe:
         return ops.scale_shift_relu(self.x, self.scale, self.shift)
 
 
+@functools.lru_cache(maxsize=None)
+def _has_fused_kernels(device_type: str) -> bool:
+    return all(has_kernel(device_type, op)
+               for op in ("batch_norm_relu_forward", "scale_shift_relu", "batch_norm_relu_backward"))
+
+
 def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
-    """Plain ``BatchNorm1d`` then plain ``ReLU`` (no hooks), on CPU features whose dtype the
-    parameters share, with at least one voxel."""
+    """Plain ``BatchNorm1d`` then plain ``ReLU`` (no hooks), on features of a device with the
+    fused kernels (CPU, CUDA) whose dtype the parameters share, with at least one voxel."""
     if type(bn) is not nn.BatchNorm1d or type(relu) is not nn.ReLU:
         return False
     if bn._forward_hooks or bn._forward_pre_hooks or relu._forward_hooks or relu._forward_pre_hooks:
         return False
     if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
         return False
-    if features.device.type != "cpu" or features.dtype not in _FUSED_DTYPES:
+    if features.dtype not in _FUSED_DTYPES or not _has_fused_kernels(features.device.type):
         return False
     # the dicts directly: nn.Module.__getattr__ per tensor costs more than the fused kernel saves
     # on a small batch

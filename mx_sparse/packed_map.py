@@ -3,16 +3,18 @@
 A map ``[M, K]`` int32 is mostly -1 on LiDAR data: about 7 of the 27 offsets of a
 submanifold map are present, 3 to 4 of a strided one. Yet a training step holds
 every map from its layer's forward to that layer's backward, on CPU about a
-quarter of what the step holds at its peak. ``pack_map`` (kernels/cpu) keeps only
-the present entries plus one bit per (row, offset): a third of the bytes or less.
+quarter of what the step holds at its peak. ``pack_map`` (kernels/cpu, kernels/cuda) keeps
+only the present entries plus one bit per (row, offset): a third of the bytes or less.
 
 ``HeldMap`` is one map in either form: dense while layers use it, packed after
 ``release()``; ``dense()`` unpacks it again on demand. Packing is lazy (only a
-map that is released or saved for backward is packed) and on CPU only. Who uses
+map that is released or saved for backward is packed) and only on devices whose backend
+has pack_map/unpack_map kernels (CPU, CUDA). Who uses
 the packed form: a layer that moves on to another map releases the others
 (``SparseConvolution``), and autograd saves maps for backward packed
 (saved_tensors.py).
 """
+import functools
 import weakref
 from dataclasses import dataclass
 from typing import Optional
@@ -44,9 +46,13 @@ class PackedMap:
         return ops.unpack_map(self.mask, self.values, self.block_starts, self.kvol)
 
 
+@functools.lru_cache(maxsize=None)
+def _has_packing_kernels(device_type: str) -> bool:
+    return has_kernel(device_type, "pack_map") and has_kernel(device_type, "unpack_map")
+
+
 def _packable(nbr: torch.Tensor) -> bool:
-    return (nbr.device.type == "cpu" and nbr.dtype == torch.int32 and nbr.dim() == 2 and nbr.shape[1] > 0
-            and has_kernel("cpu"))
+    return nbr.dtype == torch.int32 and nbr.dim() == 2 and nbr.shape[1] > 0 and _has_packing_kernels(nbr.device.type)
 
 
 class HeldMap:

@@ -25,7 +25,7 @@ class SparseConvTensor:
 
     @features.setter
     def features(self, value: torch.Tensor) -> None:
-        self._features = validation.features(value, self.indices.shape[0])
+        self._features = validation.features(value, self.indices.shape[0], self.indices.device)
 
     @property
     def ndim(self) -> int:

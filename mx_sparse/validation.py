@@ -55,9 +55,13 @@ def indices(value: torch.Tensor, ndim: int) -> torch.Tensor:
     return value.int()
 
 
-def features(value: torch.Tensor, num_rows: int) -> torch.Tensor:
+def features(value: torch.Tensor, num_rows: int, device: torch.device) -> torch.Tensor:
+    """Features for ``num_rows`` voxels whose indices live on ``device``."""
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"features: expected a torch.Tensor, got {type(value).__name__}")
+    if value.device != device:
+        raise ValueError(f"features: expected a tensor on {device}, the device of indices, got one on {value.device} "
+                         f"(move both to one device)")
     if value.dim() != 2:
         raise ValueError(f"features: expected shape [N, C], got {list(value.shape)}")
     if value.dtype not in FLOAT_DTYPES:

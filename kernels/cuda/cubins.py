@@ -1,0 +1,158 @@
+"""Ahead-of-time compile of every Triton kernel configuration the CUDA backend can launch, to
+real GPU binaries (cubins) for sm_80 (A100) and sm_90 (H100), with each one's resources.
+
+    python -m mx_sparse._cuda.cubins            # table
+    python -m mx_sparse._cuda.cubins --json     # one record per (kernel, dtype, tile, arch)
+
+No GPU is needed: triton compiles through PTX with the ptxas it ships. Registers and spills
+come from ptxas' own report, shared memory from the compiled kernel's metadata (Triton
+allocates it dynamically). ``check`` fails on any spill, on shared memory above the
+architecture's per-block limit, or on more registers than a thread may have.
+
+The configurations are tiles.GATHER_TILES / FILTER_TILES (every tile the dispatcher can pick),
+each dtype with its operand and accumulator types; float32 twice, as IEEE (the default) and as
+TF32 (when torch.backends.cuda.matmul.allow_tf32 is set). Scalars are int32 and never
+specialised (the kernels' do_not_specialize), pointers 16-byte aligned (launch.run passes no
+others): the one variant of each configuration that runs.
+
+Must run in a process without TRITON_INTERPRET (the interpreter replaces triton.language's
+helpers at import); the tests start it as a subprocess.
+"""
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+
+from . import tiles
+
+ARCHS = (80, 90)
+# Per-block shared memory limits (opt-in maximum) and registers per thread, CUDA C++
+# Programming Guide, "Technical Specifications per Compute Capability": 8.0 163 KB, 9.0 227 KB.
+MAX_SHARED = {80: 163 * 1024, 90: 227 * 1024}
+MAX_REGISTERS = 255
+
+POINTER = {"fp32": "*fp32", "fp16": "*fp16", "bf16": "*bf16", "fp64": "*fp64"}
+ACC = {"fp32": "fp32", "fp16": "fp32", "bf16": "fp32", "fp64": "fp64"}
+
+
+def _precisions(dtype):
+    return ("ieee", "tf32") if dtype == "fp32" else ("ieee",)
+
+
+def configurations():
+    """(kernel, dtype, precision, tile name, signature, constexprs, options) of every launch the
+    dispatcher can make."""
+    import triton.language as tl
+    acc_type = {"fp32": tl.float32, "fp64": tl.float64}
+    ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout", "cin_g", "cout_g")}
+    for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ()),
+                                 ("filter_splits_kernel", tiles.FILTER_TILES, ("split_rows", "blocks_n"))):
+        for dtype, tile in table:
+            ptr = POINTER[dtype]
+            out = POINTER[ACC[dtype]] if kernel == "filter_splits_kernel" else ptr
+            names = ("features", "weight", "nbr", "out") if kernel == "gather_mm_kernel" else \
+                ("features", "grad", "nbr", "partial")
+            signature = dict(zip(names, (ptr, ptr, "*i32", out)))
+            signature.update(ints)
+            signature.update({name: "i32" for name in extra})
+            for precision in _precisions(dtype):
+                constexprs = {"BLOCK_M": tile.block_m, "BLOCK_N": tile.block_n, "BLOCK_K": tile.block_k,
+                              "PRECISION": precision, "WIDEN": False, "ACC": acc_type[ACC[dtype]]}
+                signature.update({name: "constexpr" for name in constexprs})
+                options = {"num_warps": tile.num_warps, "num_stages": tile.num_stages}
+                yield kernel, dtype, precision, tile.name(), dict(signature), constexprs, options
+    for dtype in tiles.DTYPES:
+        signature = {"partial": POINTER[ACC[dtype]], "out": POINTER[dtype], "splits": "i32", "size": "i32",
+                     "BLOCK": "constexpr"}
+        yield ("sum_splits_kernel", dtype, "-", f"b{tiles.SUM_SPLITS_BLOCK}", signature,
+               {"BLOCK": tiles.SUM_SPLITS_BLOCK}, {"num_warps": 4, "num_stages": 1})
+
+
+_PTXAS = re.compile(r"Used (\d+) registers")
+_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def compile_one(kernels, kernel, signature, constexprs, options, arch):
+    """Compiles one configuration; returns its resources as ptxas and Triton report them."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    fn = getattr(kernels, kernel)
+    # every pointer 16-byte aligned, as launch.run passes them
+    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name, t in signature.items() if t[0] == "*"}
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs),
+                                  target=GPUTarget("cuda", arch, 32), options=options)
+    text = log.getvalue()
+    regs, spills = _PTXAS.search(text), _SPILLS.search(text)
+    if regs is None or spills is None:
+        raise RuntimeError(f"{kernel}: no ptxas resource report in the compile log:\n{text}")
+    return {"registers": int(regs.group(1)), "spill_stores": int(spills.group(1)),
+            "spill_loads": int(spills.group(2)), "shared": compiled.metadata.shared,
+            "cubin_bytes": len(compiled.asm["cubin"])}
+
+
+def compile_all():
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise RuntimeError("mx_sparse._cuda.cubins: run without TRITON_INTERPRET (the interpreter cannot compile)")
+    from triton import knobs
+    knobs.nvidia.dump_ptxas_log = True  # ptxas -v output, captured per compile
+    with tempfile.TemporaryDirectory() as cache:
+        knobs.cache.dir = cache             # a cold cache: every configuration runs ptxas
+        from . import gather_kernels
+        records = []
+        for kernel, dtype, precision, tile, signature, constexprs, options in configurations():
+            for arch in ARCHS:
+                record = {"kernel": kernel, "dtype": dtype, "precision": precision, "tile": tile, "arch": f"sm_{arch}"}
+                record.update(compile_one(gather_kernels, kernel, signature, constexprs, options, arch))
+                records.append(record)
+    return records
+
+
+def problems(records):
+    """What makes a configuration unfit to ship: spills, too much shared memory, too many registers."""
+    found = []
+    for r in records:
+        arch = int(r["arch"][3:])
+        name = f"{r['kernel']} {r['dtype']}/{r['precision']} {r['tile']} {r['arch']}"
+        if r["spill_stores"] or r["spill_loads"]:
+            found.append(f"{name}: spills ({r['spill_stores']} B stored, {r['spill_loads']} B loaded)")
+        if r["shared"] > MAX_SHARED[arch]:
+            found.append(f"{name}: {r['shared']} B shared memory > {MAX_SHARED[arch]} B")
+        if r["registers"] > MAX_REGISTERS:
+            found.append(f"{name}: {r['registers']} registers > {MAX_REGISTERS}")
+    return found
+
+
+def table(records) -> str:
+    lines = ["| kernel | dtype | precision | tile | sm_80 regs / spills / smem | sm_90 regs / spills / smem |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    rows = {}
+    for r in records:
+        rows.setdefault((r["kernel"], r["dtype"], r["precision"], r["tile"]), {})[r["arch"]] = r
+    for (kernel, dtype, precision, tile), per_arch in rows.items():
+        cells = [f"{a['registers']} / {a['spill_stores'] + a['spill_loads']} / {a['shared']}"
+                 for a in (per_arch["sm_80"], per_arch["sm_90"])]
+        lines.append(f"| {kernel} | {dtype} | {precision} | {tile} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="one JSON record per configuration and architecture")
+    args = parser.parse_args(argv)
+    records = compile_all()
+    print(json.dumps(records) if args.json else table(records))
+    bad = problems(records)
+    for p in bad:
+        print("PROBLEM:", p, file=sys.stderr)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Launching the Triton kernels: importing triton (a clear error where it is missing), the
+per-dtype constants, and one record per launched configuration.
+
+Tensors on CUDA run the compiled kernels. Tensors on the CPU run the same kernels under
+Triton's interpreter, which needs ``TRITON_INTERPRET=1`` before triton is imported
+(``MXS_CUDA_ON_CPU=1`` sets it, see registration.py; the test suite's conftest too).
+Fake tensors (FakeTensorMode, tracing) carry no data: a launch on them is checked and
+recorded, not run.
+"""
+import collections
+
+import torch
+
+TRITON_HINT = ("pip install triton (the version your torch build depends on; torch 2.14 uses triton==3.8.0)")
+
+# (kernel name, operand type, tile name) -> number of launches, in this process.
+launches = collections.Counter()
+
+
+def kernels():
+    """The Triton kernel module, imported on first use."""
+    try:
+        from . import gather_kernels
+    except ImportError as e:
+        raise RuntimeError(f"mx_sparse: the CUDA backend's compute kernels are written in Triton, which is not "
+                           f"installed ({e}); {TRITON_HINT}") from e
+    return gather_kernels
+
+
+def interpreting() -> bool:
+    """True when triton runs kernels in its interpreter (TRITON_INTERPRET=1 at import)."""
+    from triton.runtime.interpreter import InterpretedFunction
+    return isinstance(kernels().gather_mm_kernel, InterpretedFunction)
+
+
+def operand_type(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}[dtype]
+
+
+def tf32_allowed() -> bool:
+    """torch's switch for TF32 in float32 matmuls (either spelling of it)."""
+    matmul = torch.backends.cuda.matmul
+    return bool(matmul.allow_tf32) or getattr(matmul, "fp32_precision", None) == "tf32"
+
+
+def dot_constants(dtype: torch.dtype) -> dict:
+    """PRECISION, WIDEN and ACC of a kernel for operands of ``dtype``."""
+    import triton.language as tl
+    precision = "tf32" if dtype == torch.float32 and tf32_allowed() else "ieee"
+    return {"PRECISION": precision,
+            "WIDEN": dtype == torch.bfloat16 and interpreting(),
+            "ACC": tl.float64 if dtype == torch.float64 else tl.float32}
+
+
+def is_fake(t: torch.Tensor) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return isinstance(t, FakeTensor)
+
+
+# Triton compiles a kernel separately for pointers that are and are not 16-byte aligned; the
+# launcher passes aligned ones only, so the variant compiled and checked by cubins.py is the
+# one that runs.
+ALIGNMENT = 16
+
+
+def aligned(t: torch.Tensor) -> torch.Tensor:
+    """``t`` contiguous and 16-byte aligned (a copy for the rare view that starts elsewhere)."""
+    t = t.contiguous()
+    if is_fake(t) or t.data_ptr() % ALIGNMENT == 0:
+        return t
+    return t.clone()
+
+
+def run(kernel, name: str, dtype_name: str, tile_name: str, grid, tensors, *args, **constexprs):
+    """Launches ``kernel[grid](*tensors, *args, **constexprs)``: on CUDA compiled, on the CPU
+    interpreted (TRITON_INTERPRET=1 required), on fake tensors not at all. Every tensor is
+    contiguous and aligned (inputs through ``aligned``, outputs fresh)."""
+    launches[(name, dtype_name, tile_name)] += 1
+    devices = {t.device for t in tensors}
+    assert len(devices) == 1, f"{name}: kernel operands on several devices {devices}"  # checked by the ops before
+    if any(is_fake(t) for t in tensors) or 0 in grid:
+        return
+    assert all(t.is_contiguous() and t.data_ptr() % ALIGNMENT == 0 for t in tensors), f"{name}: unaligned operand"
+    if next(iter(devices)).type == "cpu" and not interpreting():
+        raise RuntimeError("mx_sparse: CPU tensors run the CUDA backend's Triton kernels only under Triton's "
+                           "interpreter; set TRITON_INTERPRET=1 (or MXS_CUDA_ON_CPU=1) before importing triton")
+    kernel[grid](*tensors, *args, **constexprs)
+
+
+def check_map_rows(nbr: torch.Tensor, name: str, num_rows: int) -> None:
+    """Rejects a map entry outside [-1, num_rows): on the CPU at once, on CUDA as a device-side
+    assertion (no host sync, as torch's own indexing does). The kernels mask such entries
+    anyway, so they are never read."""
+    if nbr.numel() == 0:
+        return
+    lo, hi = torch.aminmax(nbr)
+    torch._assert_async((lo >= -1) & (hi < num_rows),
+                        f"{name}: holds an entry outside [-1, {num_rows}), i.e. not an input row")

@@ -1,0 +1,104 @@
+"""pack_map / unpack_map of the CUDA backend, from torch's operators: the CPU kernels' format
+(kernels/ops/schema.cpp) and checks, the same tensors bit for bit, so a training step on CUDA
+holds the maps no layer is using packed as it does on the CPU (mx_sparse/packed_map.py).
+
+  mask [M, ceil(K/16)] int16   bit j of mask[m, w] set where nbr[m, 16w + j] >= 0
+  values [P] int32             the present entries in row-major order
+  block_starts [blocks + 1]    index in values of the first entry of each block of 1024 rows
+
+Each op reads the device once (its checks, plus pack_map's number of present entries).
+Indexing avoids Python's [] for the reason given in neighbor_map.py.
+"""
+import torch
+
+from . import host_sync, op_args
+
+ROWS_PER_BLOCK = 1024  # part of the format
+LANES = 16             # offsets per mask word
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _lane_weights(device):
+    return torch.pow(2, torch.arange(LANES, device=device, dtype=torch.int32))
+
+
+def _present(mask, kvol):
+    """[M, kvol] bool from the mask words (bits beyond kvol ignored)."""
+    bits = (mask.int().unsqueeze(2) & _lane_weights(mask.device)) != 0
+    return bits.reshape(mask.shape[0], mask.shape[1] * LANES).narrow(1, 0, kvol)
+
+
+def _block_counts(present, blocks):
+    per_row = present.sum(1)
+    padded = torch.nn.functional.pad(per_row, (0, blocks * ROWS_PER_BLOCK - per_row.shape[0]))
+    return padded.view(blocks, ROWS_PER_BLOCK).sum(1)
+
+
+def pack_map(nbr):
+    if nbr.dim() != 2 or nbr.dtype != torch.int32:
+        raise ValueError(f"nbr: expected an int32 [M, K] map, got {nbr.dtype} {list(nbr.shape)}")
+    m, kvol = nbr.shape
+    words, blocks, dev = _cdiv(kvol, LANES), _cdiv(m, ROWS_PER_BLOCK), nbr.device
+    nbr = nbr.contiguous()
+    present = nbr >= 0
+    flat = torch.arange(m * kvol, device=dev).view(m, kvol)
+    first_bad = torch.where(nbr < -1, flat, m * kvol).amin() if m * kvol else torch.zeros((), dtype=torch.long,
+                                                                                            device=dev)
+    count = present.sum()
+    first_bad, total = host_sync.read(torch.stack([first_bad, count]), "pack_map: entries >= -1 and value count")
+    if m * kvol and first_bad < m * kvol:
+        r, k = divmod(first_bad, kvol)
+        value, = host_sync.read(nbr.select(0, r).narrow(0, k, 1), "error message")
+        raise ValueError(f"nbr: entries must be input rows (>= 0) or -1 (no neighbor), got {value} at [{r}, {k}]")
+    lanes = torch.nn.functional.pad(present.int(), (0, words * LANES - kvol))
+    bits = (lanes.view(m, words, LANES) * _lane_weights(dev)).sum(2, dtype=torch.int32)
+    mask = (bits - (bits >= 1 << 15).int() * (1 << 16)).to(torch.int16)   # the 16 bits, as int16
+    values = torch.full((total,), -1, dtype=torch.int32, device=dev)
+    if total:
+        at = torch.cumsum(present.reshape(-1), 0) - 1
+        # one writer per value; absent entries send -1 to value 0, which max-reduction ignores
+        values.scatter_reduce_(0, torch.where(present.reshape(-1), at, 0), nbr.view(-1), "amax")
+    starts = torch.cat([torch.zeros((1,), dtype=torch.long, device=dev),
+                        torch.cumsum(_block_counts(present, blocks), 0)])
+    return mask, values, starts
+
+
+def unpack_map(mask, values, block_starts, kvol):
+    if kvol <= 0:
+        raise ValueError(f"kvol: expected a positive kernel volume, got {kvol}")
+    words = _cdiv(kvol, LANES)
+    if mask.dim() != 2 or mask.dtype != torch.int16 or mask.shape[1] != words:
+        raise ValueError(f"mask: expected int16 [M, {words}] for kvol={kvol}, got {mask.dtype} {list(mask.shape)}")
+    m, blocks = mask.shape[0], _cdiv(mask.shape[0], ROWS_PER_BLOCK)
+    if values.dim() != 1 or values.dtype != torch.int32:
+        raise ValueError(f"values: expected int32 [P], got {values.dtype} {list(values.shape)}")
+    if block_starts.dim() != 1 or block_starts.dtype != torch.int64 or block_starts.shape[0] != blocks + 1:
+        raise ValueError(f"block_starts: expected int64 [{blocks + 1}] (one per {ROWS_PER_BLOCK} rows, plus the "
+                         f"end), got {block_starts.dtype} {list(block_starts.shape)}")
+    op_args.same_device("mask", mask, values=values, block_starts=block_starts)
+    total, dev = values.shape[0], mask.device
+    present = _present(mask, kvol)
+    share = torch.diff(block_starts)
+    blk = torch.arange(blocks, device=dev)
+    decreasing = torch.where(share < 0, blk, blocks).amin() if blocks else torch.zeros((), dtype=torch.long,
+                                                                                        device=dev)
+    mismatch = (torch.where(_block_counts(present, blocks) != share, blk, blocks).amin() if blocks
+                else torch.zeros((), dtype=torch.long, device=dev))
+    start, end, decreasing, mismatch = host_sync.read(
+        torch.stack([block_starts.select(0, 0), block_starts.select(0, blocks), decreasing, mismatch]),
+        "unpack_map: block_starts checks")
+    if start != 0 or end != total:
+        raise ValueError(f"block_starts: expected to run from 0 to {total} (the number of values), got "
+                         f"{start} .. {end}")
+    if decreasing < blocks:
+        raise ValueError(f"block_starts: expected non-decreasing, got a decrease at block {decreasing}")
+    if mismatch < blocks:
+        raise ValueError(f"mask: the set bits of rows {mismatch * ROWS_PER_BLOCK}.."
+                         f"{min(m, (mismatch + 1) * ROWS_PER_BLOCK) - 1} do not match their block_starts share of values")
+    if total == 0:
+        return torch.full((m, kvol), -1, dtype=torch.int32, device=dev)
+    at = (torch.cumsum(present.reshape(-1), 0) - 1).clamp_(min=0)
+    return torch.where(present.reshape(-1), torch.take(values, at), -1).view(m, kvol)

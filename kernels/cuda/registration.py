@@ -1,0 +1,63 @@
+"""Registers the CUDA backend's implementations of every mx_sparse op (schema:
+kernels/ops/schema.cpp) under the CUDA dispatch key. Autograd (C++, Autograd key) and the
+fake kernels (mx_sparse/_ops.py) are shared with the other backends and stay as they are.
+
+``MXS_CUDA_ON_CPU=1`` (read at import) registers the same implementations for the CPU key
+too, replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors
+run, its Triton kernels under Triton's interpreter. That is how this backend is executed on
+machines without a GPU (the test suite runs its dense-reference and property tests this way);
+it is slow, and meant for checking, not for work.
+"""
+import os
+import warnings
+
+import torch
+
+from . import batch_norm_relu, gather_mm, neighbor_map, packed_map
+
+IMPLEMENTATIONS = {
+    "build_subm_map": neighbor_map.build_subm_map,
+    "build_conv_map": neighbor_map.build_conv_map,
+    "transpose_map": neighbor_map.transpose_map,
+    "pack_map": packed_map.pack_map,
+    "unpack_map": packed_map.unpack_map,
+    "gather_mm": gather_mm.gather_mm,
+    "gather_mm_backprop_filter": gather_mm.gather_mm_backprop_filter,
+    "batch_norm_relu_forward": batch_norm_relu.batch_norm_relu_forward,
+    "scale_shift_relu": batch_norm_relu.scale_shift_relu,
+    "batch_norm_relu_backward": batch_norm_relu.batch_norm_relu_backward,
+}
+
+ON_CPU_ENV = "MXS_CUDA_ON_CPU"
+_libraries = []  # registrations last as long as their Library object
+
+
+def on_cpu_requested() -> bool:
+    return os.environ.get(ON_CPU_ENV, "0") not in ("", "0")
+
+
+def _prepare_interpreter():
+    """CPU tensors can run Triton kernels only in Triton's interpreter, which must be chosen
+    before triton is imported (triton.language's own helpers are compiled at import)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import sys
+    if "triton" in sys.modules:
+        from triton import knobs
+        if not knobs.runtime.interpret:
+            raise RuntimeError(f"{ON_CPU_ENV}=1: triton was imported before mx_sparse without TRITON_INTERPRET=1; "
+                               f"set TRITON_INTERPRET=1 before importing triton")
+
+
+def register(on_cpu: bool) -> None:
+    """CUDA key always; the CPU key too when ``on_cpu`` (see the module docstring)."""
+    keys = ["CUDA"] + (["CPU"] if on_cpu else [])
+    if on_cpu:
+        _prepare_interpreter()
+    lib = torch.library.Library("mx_sparse", "IMPL")
+    with warnings.catch_warnings():
+        # replacing the C++ CPU kernels is the point of MXS_CUDA_ON_CPU; torch warns about it
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        for name, fn in IMPLEMENTATIONS.items():
+            for key in keys:
+                lib.impl(name, fn, key)
+    _libraries.append(lib)

@@ -1,0 +1,109 @@
+"""Tile configurations of the Triton kernels, chosen from the shapes and the dtype alone.
+
+No run-time autotuning: a tuner picks by timing, so two runs (or two machines) could pick
+different tiles and sum in different orders. Here a layer's shapes fix its tiles, and the
+tiles fix every summation order, so results repeat bit for bit run to run on a given GPU.
+
+Every configuration the choosers below can return is listed in ``GATHER_TILES`` /
+``FILTER_TILES``: the tests run each one under Triton's interpreter and compile each one to
+sm_80 and sm_90 cubins (``mx_sparse._cuda.cubins``), checking registers, spills and shared
+memory. A chooser that returned anything else fails the tests.
+"""
+from dataclasses import dataclass
+
+# The kernels' operand types: "fp32" (IEEE, or TF32 when the user allows it), "fp16" and "bf16"
+# (fp32 accumulation), "fp64".
+DTYPES = ("fp32", "fp16", "bf16", "fp64")
+
+
+@dataclass(frozen=True)
+class Tile:
+    """block_m: map rows (gather_mm: output rows per program; filter: rows per reduction step);
+    block_n: output channels per program; block_k: (offset, input channel) pairs per step
+    (gather_mm) or per program (filter)."""
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def name(self) -> str:
+        return f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
+
+
+def _block(size: int, widest: int) -> int:
+    """The smallest of 16, 32, 64, ... up to ``widest`` that holds ``size`` (16 is the smallest
+    tl.dot operand side); larger sizes loop over blocks of ``widest``."""
+    block = 16
+    while block < size and block < widest:
+        block *= 2
+    return block
+
+
+def _widest_n(dtype: str) -> int:
+    # fp32 (CUDA-core FMA dot under IEEE) and fp64 hold twice the bytes of a half value: 64-wide
+    # tiles keep them within the register file without spills (checked per config on sm_80/sm_90).
+    return 128 if dtype in ("fp16", "bf16") else 64
+
+
+def _widest_k(dtype: str) -> int:
+    # fp32 steps of 32 pairs spilled registers (sm_80 gather m64n32k32: 428 B; filter n64k32
+    # on both architectures, IEEE and TF32): fp32 takes steps of 16 (cubins.py measures it).
+    return 16 if dtype == "fp32" else 32
+
+
+def gather_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
+    """gather_mm: 64 output rows per program, the group's Cout in blocks of block_n, its
+    K * Cin/groups (offset, channel) pairs summed in steps of block_k."""
+    block_n = _block(cout_g, _widest_n(dtype))
+    block_k = _block(kvol * cin_g, _widest_k(dtype))
+    block_m = 32 if dtype == "fp64" and block_n == 64 else 64
+    return Tile(block_m, block_n, block_k)
+
+
+def filter_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
+    """gather_mm_backprop_filter: a program owns block_k (offset, channel) rows x block_n
+    columns of dW and sums the map rows of its split in steps of block_m."""
+    block_n = _block(cout_g, 64)
+    block_k = _block(kvol * cin_g, _widest_k(dtype))
+    block_m = 32 if dtype == "fp64" and block_n == 64 else 64
+    return Tile(block_m, block_n, block_k)
+
+
+# Rows of one filter-gradient split: splits are summed in ascending order afterwards
+# (sum_splits), so the split count changes the summation order only with the shapes.
+MIN_SPLIT_ROWS = 256
+TARGET_FILTER_PROGRAMS = 1024
+MAX_SPLITS = 64
+
+
+def filter_splits(m: int, blocks_k: int, blocks_n: int, groups: int, block_m: int):
+    """(splits, rows per split) of the filter gradient: enough programs to fill a GPU (about
+    TARGET_FILTER_PROGRAMS), each split at least MIN_SPLIT_ROWS rows (a whole number of
+    block_m steps), at most MAX_SPLITS."""
+    base = max(1, blocks_k * blocks_n * groups)
+    wanted = -(-TARGET_FILTER_PROGRAMS // base)
+    by_rows = max(1, m // MIN_SPLIT_ROWS)
+    splits = max(1, min(wanted, by_rows, MAX_SPLITS))
+    rows = -(-max(m, 1) // splits)
+    rows = -(-rows // block_m) * block_m      # whole steps of block_m rows
+    return max(1, -(-m // rows)), rows
+
+
+# Sizes on both sides of every block boundary (the blocks are powers of two and saturate at
+# 128); a test checks that every shape up to K = 125, 300 channels picks a listed tile.
+_BOUNDARY_SIZES = (1, 16, 17, 32, 33, 64, 65, 128, 129, 256)
+
+
+def _all(chooser):
+    """Every (dtype, tile) ``chooser`` can return."""
+    sizes = _BOUNDARY_SIZES
+    return sorted({(d, chooser(d, 1, ci, co)) for d in DTYPES for ci in sizes for co in sizes},
+                  key=lambda e: (DTYPES.index(e[0]), e[1].block_m, e[1].block_n, e[1].block_k))
+
+
+GATHER_TILES = _all(gather_tile)
+FILTER_TILES = _all(filter_tile)
+
+# The element-wise kernel that adds the filter gradient's splits: one block size.
+SUM_SPLITS_BLOCK = 1024

@@ -1,0 +1,25 @@
+"""Suite-wide set-up.
+
+- TRITON_INTERPRET=1 before anything imports triton: the CUDA backend's Triton kernels run on
+  CPU tensors in Triton's interpreter in this process (tests/cuda). Compiling them for real
+  GPUs happens in a subprocess without it (tests/cuda/test_cubins.py).
+- The ``cuda`` marker: tests on real CUDA tensors, skipped without a GPU (``pytest -m cuda``).
+- With MXS_CUDA_LAUNCH_REPORT=path, the session writes the Triton launches it made there
+  (tests/cuda/test_cuda_on_cpu.py reads it from the MXS_CUDA_ON_CPU=1 subprocess).
+"""
+import json
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cuda: runs on a real CUDA GPU (skipped where torch sees none)")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get("MXS_CUDA_LAUNCH_REPORT")
+    if path:
+        from mx_sparse._cuda import launch
+        with open(path, "w") as f:
+            json.dump([[*key, count] for key, count in launch.launches.items()], f)

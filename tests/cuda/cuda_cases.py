@@ -1,0 +1,125 @@
+"""Shared inputs and references of the CUDA-backend tests.
+
+``CUDA`` holds the CUDA backend's implementations (kernels/cuda), called directly; ``CPU`` the
+C++ CPU kernels through the dispatcher. Tensors live on ``DEVICE``: the CPU here (Triton's
+interpreter runs the kernels), a GPU in the ``cuda``-marked tests.
+"""
+import os
+
+import pytest
+import torch
+
+import mx_sparse  # noqa: F401  (registers the ops)
+from mx_sparse._cuda import launch, registration
+
+CUDA = registration.IMPLEMENTATIONS
+CPU = torch.ops.mx_sparse
+
+cpu_is_cuda_path = pytest.mark.skipif(
+    registration.on_cpu_requested(),
+    reason="MXS_CUDA_ON_CPU=1: the CPU ops are the CUDA backend itself, there is nothing to compare it with")
+
+
+def voxels(shape, batch, density, seed, empty_batches=()):
+    """Unique (batch, *coords) rows in shuffled order."""
+    from helpers import random_voxels
+    return random_voxels(shape, batch, density=density, empty_batches=empty_batches, seed=seed)
+
+
+def random_map(m, n_in, kvol, density, seed):
+    """A neighbor map [m, kvol] whose present entries are random input rows (each (row, k)
+    at most once per column, as a real map)."""
+    g = torch.Generator().manual_seed(seed)
+    nbr = torch.full((m, kvol), -1, dtype=torch.int32)
+    for k in range(kvol):
+        rows = torch.randperm(n_in, generator=g)[:m]
+        keep = torch.rand(rows.shape[0], generator=g) < density
+        nbr[:rows.shape[0], k] = torch.where(keep, rows, -1).int()
+    return nbr
+
+
+def operands(m, n_in, kvol, cin, cout, groups, dtype, seed, density=0.4):
+    g = torch.Generator().manual_seed(seed)
+    features = torch.randn(n_in, cin, generator=g, dtype=torch.float64).to(dtype)
+    weight = (torch.randn(kvol, cin // groups, cout, generator=g, dtype=torch.float64) / (kvol * cin) ** 0.5).to(dtype)
+    grad = torch.randn(m, cout, generator=g, dtype=torch.float64).to(dtype)
+    return features, weight, grad, random_map(m, n_in, kvol, density, seed)
+
+
+def references(features, weight, grad, nbr, groups):
+    """gather_mm, its input gradient and the filter gradient in float64 from the CPU backend
+    (inputs as rounded to their dtype, so only the arithmetic differs)."""
+    f, w, g = features.double().cpu(), weight.double().cpu(), grad.double().cpu()
+    nbr = nbr.cpu()
+    out = CPU.gather_mm(f, w, nbr, None, groups)
+    nbr_t = CPU.transpose_map(nbr, f.shape[0])
+    dx = CPU.gather_mm(g, transpose_grouped(w, groups), nbr_t, nbr, groups)
+    dw = CPU.gather_mm_backprop_filter(f, g, nbr, None, groups)
+    return out, dx, dw
+
+
+def transpose_grouped(w, groups):
+    """[K, Cin/G, Cout] -> [K, Cout/G, Cin] per group (what autograd passes for the input gradient)."""
+    k, cin_g, cout = w.shape
+    return w.view(k, cin_g, groups, cout // groups).permute(0, 3, 2, 1).reshape(k, cout // groups, groups * cin_g)
+
+
+def run_cuda_path(features, weight, grad, nbr, groups):
+    nbr_t = CUDA["transpose_map"](nbr, features.shape[0])
+    out = CUDA["gather_mm"](features, weight, nbr, None, groups)
+    dx = CUDA["gather_mm"](grad, transpose_grouped(weight, groups), nbr_t, nbr, groups)
+    dw = CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, groups)
+    return out, dx, dw
+
+
+# Tolerance against the float64 reference: relative to the largest reference value (fp32 ~ the
+# issue's 1e-5; half types a few units of their last place over sums of up to a few hundred terms).
+TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+def assert_close_to(actual, reference, dtype, what):
+    assert actual.dtype == dtype, f"{what}: dtype {actual.dtype}, expected {dtype}"
+    assert actual.shape == reference.shape, f"{what}: shape {tuple(actual.shape)} vs {tuple(reference.shape)}"
+    if reference.numel() == 0:
+        return
+    scale = max(reference.abs().max().item(), 1e-30)
+    err = (actual.double().cpu() - reference).abs().max().item() / scale
+    assert err <= TOLERANCE[dtype], f"{what}: max error {err:.2e} of the largest value, tolerance {TOLERANCE[dtype]:.0e}"
+
+
+def launched(kernel):
+    """{(dtype, tile name)} launched of ``kernel`` in this process so far."""
+    return {(d, t) for (k, d, t) in launch.launches if k == kernel}
+
+
+def environment_without_interpreter():
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    env.pop(registration.ON_CPU_ENV, None)
+    return env
+
+
+def network_step(seed=0, dtype=torch.float32, device="cpu"):
+    """One training step of a small SECOND-like block (SubM, BatchNorm1d+ReLU, strided conv,
+    BatchNorm1d+ReLU, SubM, inverse conv) on a generated scene: the output voxels and features,
+    the loss, every parameter's gradient and BatchNorm's running statistics after the step."""
+    import mx_sparse
+    from torch import nn
+    torch.manual_seed(seed)
+    shape = [10, 14, 12]
+    idx = voxels(shape, 2, density=0.2, seed=seed)
+    features = torch.randn(idx.shape[0], 4, dtype=dtype)
+    net = mx_sparse.SparseSequential(
+        mx_sparse.SubMConv3d(4, 16, 3, indice_key="subm1"), nn.BatchNorm1d(16), nn.ReLU(),
+        mx_sparse.SparseConv3d(16, 32, 3, stride=2, padding=1, indice_key="down1"), nn.BatchNorm1d(32), nn.ReLU(),
+        mx_sparse.SubMConv3d(32, 32, 3, indice_key="subm2"),
+        mx_sparse.SparseInverseConv3d(32, 8, 3, indice_key="down1")).to(dtype).train().to(device)
+    y = net(mx_sparse.SparseConvTensor(features.to(device), idx.to(device), shape, 2))
+    loss = (y.features.float() ** 2).mean()
+    loss.backward()
+    result = {"indices": y.indices, "features": y.features.detach(), "loss": loss.detach()}
+    for name, p in net.named_parameters():
+        result["grad." + name] = p.grad
+    for name, b in net.named_buffers():
+        result["buffer." + name] = b
+    return {k: v.cpu() for k, v in result.items()}

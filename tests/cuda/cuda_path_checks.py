@@ -1,0 +1,86 @@
+"""Checks that run in the MXS_CUDA_ON_CPU=1 subprocess of test_cuda_on_cpu.py (this file's
+name keeps it out of the normal collection): there every mx_sparse op on CPU tensors is the
+CUDA backend's implementation, its Triton kernels interpreted."""
+import os
+
+import pytest
+import torch
+
+import mx_sparse
+from mx_sparse._cuda import launch, registration
+
+pytestmark = pytest.mark.skipif(not registration.on_cpu_requested(), reason="needs MXS_CUDA_ON_CPU=1")
+
+OPS = list(registration.IMPLEMENTATIONS)
+
+
+def test_cpu_dispatch_entries_are_the_cuda_backend():
+    for op in OPS:
+        dump = torch._C._dispatch_dump(f"mx_sparse::{op}")
+        cpu = [line for line in dump.splitlines() if line.startswith("CPU:")]
+        assert cpu and "kernels/cuda/registration.py" in cpu[0], f"{op}: {cpu}"
+
+
+def test_cpu_calls_run_the_python_implementations():
+    """Behaviour, not just the table: the CUDA backend's message (torch dtype names) comes back,
+    not the C++ kernel's ("Float"), and a call launches a Triton kernel."""
+    nbr = torch.full((2, 27), -1, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"weight: expected dtype torch.float32 like features, got torch.float64"):
+        torch.ops.mx_sparse.gather_mm(torch.ones(1, 2), torch.ones(27, 2, 2, dtype=torch.float64), nbr, None, 1)
+    before = sum(n for (k, _, _), n in launch.launches.items() if k == "gather_mm")
+    torch.ops.mx_sparse.gather_mm(torch.ones(1, 2), torch.ones(27, 2, 2), nbr, None, 1)
+    assert sum(n for (k, _, _), n in launch.launches.items() if k == "gather_mm") == before + 1
+    assert launch.interpreting()
+
+
+@pytest.mark.parametrize("kind", ["subm", "conv", "inverse"])
+def test_gradcheck_through_the_cuda_path(kind):
+    """First and second derivatives by finite differences (float64), on inputs small enough for
+    the interpreter: the suite's own gradcheck test is left out of this run for time."""
+    from helpers import random_features, random_voxels
+    shape = [3, 4, 3]
+    idx = random_voxels(shape, 1, density=0.4, seed=2)
+    feats = random_features(idx.shape[0], 2).requires_grad_()
+    down = mx_sparse.SparseConv3d(2, 2, 3, stride=2, padding=1, indice_key="k").double()
+    layer = {"subm": lambda: mx_sparse.SubMConv3d(2, 2, 3, groups=2),
+             "conv": lambda: mx_sparse.SparseConv3d(2, 2, 3, stride=2, padding=1),
+             "inverse": lambda: mx_sparse.SparseInverseConv3d(2, 2, 3, indice_key="k")}[kind]().double()
+
+    def run(f, w):
+        x = mx_sparse.SparseConvTensor(f, idx, shape, 1)
+        if kind == "inverse":
+            x = down(x)
+        return torch.func.functional_call(layer, {"weight": w, "bias": layer.bias}, (x,)).features
+
+    args = (feats, layer.weight.detach().clone().requires_grad_())
+    assert torch.autograd.gradcheck(run, args, fast_mode=True)
+    assert torch.autograd.gradgradcheck(run, args, fast_mode=True)
+
+
+def test_network_step_matches_cpu_backend():
+    """A training step of a small network (fused BatchNorm+ReLU, packed maps, inverse conv)
+    against the same step on the C++ CPU backend, computed by the parent test before this
+    process started (MXS_CUDA_REFERENCE)."""
+    path = os.environ.get("MXS_CUDA_REFERENCE")
+    if not path:
+        pytest.skip("MXS_CUDA_REFERENCE (the CPU backend's result) not given")
+    from cuda_cases import network_step
+    from mx_sparse import batch_norm_relu, packed_map
+    fused, packed = [], []
+    original_fuse, original_pack = batch_norm_relu.batch_norm_relu, packed_map.PackedMap.of
+    mx_sparse.modules.batch_norm_relu = lambda x, bn: fused.append(1) or original_fuse(x, bn)
+    packed_map.PackedMap.of = staticmethod(lambda nbr: packed.append(1) or original_pack(nbr))
+    try:
+        result = network_step()
+    finally:
+        mx_sparse.modules.batch_norm_relu, packed_map.PackedMap.of = original_fuse, original_pack
+    assert fused and packed, "the CUDA path fused BatchNorm+ReLU and packed the idle maps"
+    reference = torch.load(path)
+    assert result.keys() == reference.keys()
+    assert torch.equal(result["indices"], reference["indices"])
+    for key, ref in reference.items():
+        if ref.is_floating_point():
+            torch.testing.assert_close(result[key], ref, rtol=1e-4, atol=1e-5 * max(1.0, ref.abs().max().item()),
+                                       msg=lambda m: f"{key}: {m}")
+        else:
+            assert torch.equal(result[key], ref), key

@@ -1,0 +1,46 @@
+"""Verification item 2 of the CUDA backend: every kernel x dtype x tile configuration the
+dispatcher can pick, COMPILED ahead of time to real GPU binaries for sm_80 (A100) and sm_90
+(H100) by triton 3.8's own compiler and ptxas, in a subprocess without TRITON_INTERPRET;
+per configuration the registers, spills and shared memory are recorded, and the test fails
+on any spill or on shared memory over the architecture's limit."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cuda_cases import environment_without_interpreter
+from mx_sparse._cuda import cubins, tiles
+
+
+@pytest.fixture(scope="module")
+def records():
+    proc = subprocess.run([sys.executable, "-m", "mx_sparse._cuda.cubins", "--json"], capture_output=True, text=True,
+                          env=environment_without_interpreter(), timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout)
+
+
+def test_every_configuration_compiled_for_sm80_and_sm90(records):
+    compiled = {(r["kernel"], r["dtype"], r["precision"], r["tile"], r["arch"]) for r in records}
+    expected = {(kernel, dtype, precision, tile, f"sm_{arch}")
+                for kernel, dtype, precision, tile, *_ in cubins.configurations() for arch in cubins.ARCHS}
+    assert compiled == expected
+    gather = {(d, t.name()) for d, t in tiles.GATHER_TILES}
+    filt = {(d, t.name()) for d, t in tiles.FILTER_TILES}
+    assert {(r["dtype"], r["tile"]) for r in records if r["kernel"] == "gather_mm_kernel"} == gather
+    assert {(r["dtype"], r["tile"]) for r in records if r["kernel"] == "filter_splits_kernel"} == filt
+    assert all(r["cubin_bytes"] > 0 and 0 < r["registers"] <= cubins.MAX_REGISTERS for r in records)
+
+
+def test_no_spills_and_shared_memory_within_limits(records):
+    assert cubins.problems(records) == []
+
+
+def test_the_resource_check_can_fail():
+    ok = {"kernel": "k", "dtype": "fp32", "precision": "ieee", "tile": "t", "arch": "sm_80", "registers": 100,
+          "spill_stores": 0, "spill_loads": 0, "shared": 1024}
+    assert cubins.problems([ok]) == []
+    assert cubins.problems([dict(ok, spill_stores=8)])
+    assert cubins.problems([dict(ok, shared=cubins.MAX_SHARED[80] + 1)])
+    assert not cubins.problems([dict(ok, arch="sm_90", shared=cubins.MAX_SHARED[80] + 1)])

@@ -1,0 +1,164 @@
+"""Verification item 4 of the CUDA backend: device-generic. Every implementation is traced on
+FAKE CUDA tensors (FakeTensorMode: shapes and devices, no data, no GPU needed) under a
+dispatch mode that sees every torch operator it calls. The trace shows that
+
+- no operator creates or reads a CPU tensor,
+- the host reads device data only through host_sync.read, and exactly the reads its
+  docstring lists per op (any other .item()/.tolist()/bool() shows up as _local_scalar_dense),
+- no data-dependent-shape operator (nonzero, unique, masked_select) hides a sync,
+- the Triton kernels are launched (recorded by launch.run, not run) on CUDA tensors;
+
+and that mixed devices are rejected naming the argument."""
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from cuda_cases import CUDA
+from mx_sparse._cuda import host_sync, launch
+
+SYNCING_OPS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default",
+               "aten._unique2.default", "aten.unique_dim.default", "aten.unique_consecutive.default",
+               "aten.item.default", "aten.equal.default", "aten.is_nonzero.default"}
+
+
+class OperatorLog(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.cpu, self.syncs, self.ops = [], [], []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func)
+        self.ops.append(name)
+        if name in SYNCING_OPS:
+            self.syncs.append(name)
+        out = func(*args, **(kwargs or {}))
+        flat = torch.utils._pytree.tree_leaves((args, kwargs, out))
+        for t in flat:
+            if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+                self.cpu.append((name, tuple(t.shape)))
+        return out
+
+
+@pytest.fixture
+def trace(monkeypatch):
+    """(fake mode, operator log, list of host reads); host_sync.read answers "all is well" with
+    the sizes the test gives in ``answers``."""
+    reads, answers = [], {}
+
+    def read(values, why):
+        reads.append(why)
+        return answers[why]
+
+    monkeypatch.setattr(host_sync, "read", read)
+    with FakeTensorMode() as mode:
+        log = OperatorLog()
+        with log:
+            yield mode, log, reads, answers
+
+
+def cuda(*shape, dtype=torch.float32):
+    return torch.empty(shape, dtype=dtype, device="cuda")
+
+
+def index_rows(n, ndim=3):
+    return torch.empty((n, 1 + ndim), dtype=torch.int32, device="cuda")
+
+
+def test_the_log_sees_cpu_tensors_and_syncs(trace):
+    """The checks below can fail: a CPU tensor is seen, and an .item() both is seen and fails
+    (fake tensors have no value to give)."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+    _, log, _, _ = trace
+    torch.arange(3)
+    with pytest.raises(DataDependentOutputException):
+        cuda(4).sum().item()
+    assert log.cpu and log.syncs == ["aten._local_scalar_dense.default"]
+
+
+def check(log, reads, expected_reads):
+    assert log.cpu == [], f"CPU tensors in the CUDA path: {log.cpu[:5]}"
+    assert log.syncs == [], f"undocumented syncs: {log.syncs}"
+    assert reads == expected_reads
+
+
+BIG = 2**40   # "no offending row" in every check (each compares the row with the row count)
+
+
+def test_map_builders(trace):
+    _, log, reads, answers = trace
+    answers["build_subm_map: value checks"] = [BIG, BIG]
+    nbr = CUDA["build_subm_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
+    assert nbr.device.type == "cuda" and nbr.shape == (100, 27)
+    check(log, reads, ["build_subm_map: value checks"])
+    reads.clear()
+    answers["build_conv_map: value checks and output count"] = [BIG, BIG, 37]
+    out, nbr = CUDA["build_conv_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
+    check(log, reads, ["build_conv_map: value checks and output count"])
+    reads.clear()
+    answers["transpose_map: entries in range"] = [BIG]
+    t = CUDA["transpose_map"](nbr, 100)
+    assert t.device.type == "cuda" and t.shape == (100, 27)
+    check(log, reads, ["transpose_map: entries in range"])
+
+
+def test_packed_maps(trace):
+    _, log, reads, answers = trace
+    nbr = cuda(2500, 27, dtype=torch.int32)
+    answers["pack_map: entries >= -1 and value count"] = [BIG, 900]
+    mask, values, starts = CUDA["pack_map"](nbr)
+    assert (mask.shape, values.shape, starts.shape) == ((2500, 2), (900,), (4,))
+    assert {mask.device.type, values.device.type, starts.device.type} == {"cuda"}
+    answers["unpack_map: block_starts checks"] = [0, 900, BIG, BIG]
+    back = CUDA["unpack_map"](mask, values, starts, 27)
+    assert back.device.type == "cuda" and back.shape == (2500, 27)
+    check(log, reads, ["pack_map: entries >= -1 and value count", "unpack_map: block_starts checks"])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_compute_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
+    _, log, reads, _ = trace
+    before = sum(launch.launches.values())
+    features, weight, nbr = cuda(300, 16, dtype=dtype), cuda(27, 8, 32, dtype=dtype), cuda(200, 27, dtype=torch.int32)
+    out = CUDA["gather_mm"](features, weight, nbr, None, 2)
+    assert out.device.type == "cuda" and out.shape == (200, 32) and out.dtype == dtype
+    dw = CUDA["gather_mm_backprop_filter"](features, cuda(200, 32, dtype=dtype), nbr, None, 2)
+    assert dw.device.type == "cuda" and dw.shape == (27, 8, 32) and dw.dtype == dtype
+    assert sum(launch.launches.values()) == before + 3      # gather, filter splits, sum of splits
+    check(log, reads, [])
+
+
+def test_batch_norm_relu(trace):
+    _, log, reads, _ = trace
+    x, gamma, beta = cuda(500, 16), cuda(16), cuda(16)
+    mean, var = cuda(16), cuda(16)
+    y, m, inv, scale, shift = CUDA["batch_norm_relu_forward"](x, gamma, beta, mean, var, True, 0.1, 1e-5)
+    assert all(t.device.type == "cuda" for t in (y, m, inv, scale, shift))
+    CUDA["scale_shift_relu"](x, scale, shift)
+    dx, dg, db = CUDA["batch_norm_relu_backward"](cuda(500, 16), x, m, inv, gamma, scale, shift, True)
+    assert all(t.device.type == "cuda" for t in (dx, dg, db))
+    check(log, reads, [])
+
+
+def test_mixed_devices_name_the_argument(trace):
+    features, weight = cuda(10, 4), cuda(27, 4, 6)
+    nbr_cpu = torch.empty((5, 27), dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"nbr: expected a tensor on cuda:0 like features, got one on cpu"):
+        CUDA["gather_mm"](features, weight, nbr_cpu, None, 1)
+    with pytest.raises(ValueError, match=r"weight: expected a tensor on cuda:0 like features, got one on cpu"):
+        CUDA["gather_mm"](features, torch.empty(27, 4, 6), cuda(5, 27, dtype=torch.int32), None, 1)
+    with pytest.raises(ValueError, match=r"grad: expected a tensor on cuda:0 like features"):
+        CUDA["gather_mm_backprop_filter"](features, torch.empty(5, 6), cuda(5, 27, dtype=torch.int32), None, 1)
+    with pytest.raises(ValueError, match=r"running_mean: expected a tensor on cuda:0 like input"):
+        CUDA["batch_norm_relu_forward"](cuda(5, 4), None, None, torch.empty(4), None, True, 0.1, 1e-5)
+
+
+def test_sparse_tensor_rejects_features_and_indices_on_two_devices():
+    import mx_sparse
+    idx = torch.zeros(3, 4, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"features: expected a tensor on cpu, the device of indices, got one on meta"):
+        mx_sparse.SparseConvTensor(torch.empty(3, 2, device="meta"), idx, [4, 4, 4], 1)
+    x = mx_sparse.SparseConvTensor(torch.ones(3, 2), idx, [4, 4, 4], 1)
+    with pytest.raises(ValueError, match=r"features: expected a tensor on cpu"):
+        x.replace_feature(torch.empty(3, 2, device="meta"))

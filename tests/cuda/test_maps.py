@@ -1,0 +1,195 @@
+"""The CUDA backend's map builders, map transpose and packed maps, executed on CPU tensors
+(the very torch-operator code CUDA tensors run): bitwise equal to the CPU backend, and the
+same ValueErrors for bad input."""
+import itertools
+
+import pytest
+import torch
+
+from cuda_cases import CPU, CUDA, cpu_is_cuda_path, voxels
+
+pytestmark = cpu_is_cuda_path
+
+SUBM = [((3, 3, 3), (1, 1, 1)), ((2, 2, 2), (1, 1, 1)), ((5, 5, 5), (1, 1, 1)), ((3, 1, 3), (2, 1, 1)),
+        ((1, 1, 1), (1, 1, 1)), ((2, 3, 4), (1, 2, 1))]
+CONV = [((3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1)), ((2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1)),
+        ((3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)), ((3, 1, 1), (2, 1, 1), (0, 0, 0), (1, 1, 1)),
+        ((2, 3, 1), (1, 2, 3), (0, 1, 0), (2, 1, 1)), ((5, 5, 5), (2, 2, 2), (2, 2, 2), (1, 1, 1)),
+        ((3, 3, 3), (2, 2, 2), (0, 0, 0), (2, 2, 2))]
+
+
+def scene(shape=(9, 10, 11), batch=3, seed=0):
+    return voxels(list(shape), batch, density=0.3, seed=seed, empty_batches=(1,))
+
+
+@pytest.mark.parametrize("kernel,dilation", SUBM)
+def test_subm_map_bitwise_equal(kernel, dilation):
+    idx = scene()
+    args = ([9, 10, 11], 3, list(kernel), list(dilation))
+    assert torch.equal(CUDA["build_subm_map"](idx, *args), CPU.build_subm_map(idx, *args))
+
+
+@pytest.mark.parametrize("kernel,stride,padding,dilation", CONV)
+def test_conv_map_and_transpose_bitwise_equal(kernel, stride, padding, dilation):
+    idx = scene(seed=1)
+    args = ([9, 10, 11], 3, list(kernel), list(stride), list(padding), list(dilation))
+    out_cuda, nbr_cuda = CUDA["build_conv_map"](idx, *args)
+    out_cpu, nbr_cpu = CPU.build_conv_map(idx, *args)
+    assert torch.equal(out_cuda, out_cpu) and torch.equal(nbr_cuda, nbr_cpu)
+    assert torch.equal(CUDA["transpose_map"](nbr_cuda, idx.shape[0]), CPU.transpose_map(nbr_cpu, idx.shape[0]))
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 4])
+def test_other_ranks_bitwise_equal(ndim):
+    shape = {1: [40], 2: [9, 13], 4: [4, 5, 3, 6]}[ndim]
+    idx = voxels(shape, 2, density=0.3, seed=ndim)
+    k, s, p, d = [3] * ndim, [2] * ndim, [1] * ndim, [1] * ndim
+    assert torch.equal(CUDA["build_subm_map"](idx, shape, 2, k, d), CPU.build_subm_map(idx, shape, 2, k, d))
+    for a, b in zip(CUDA["build_conv_map"](idx, shape, 2, k, s, p, d), CPU.build_conv_map(idx, shape, 2, k, s, p, d)):
+        assert torch.equal(a, b)
+
+
+def test_huge_sparse_grid_bitwise_equal():
+    """A grid of 2^40 cells per sample with a few hundred voxels: nothing proportional to the
+    grid is allocated (int64 keys, sort-based)."""
+    shape = [5, 6, 2 ** 20, 2 ** 20][:3]
+    idx = voxels([5, 6, 7], 2, density=0.3, seed=4)
+    idx[:, 3] *= 2 ** 17
+    args = (shape, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    for a, b in zip(CUDA["build_conv_map"](idx, *args), CPU.build_conv_map(idx, *args)):
+        assert torch.equal(a, b)
+    assert torch.equal(CUDA["build_subm_map"](idx, shape, 2, [3, 3, 3], [1, 1, 1]),
+                       CPU.build_subm_map(idx, shape, 2, [3, 3, 3], [1, 1, 1]))
+
+
+def test_lidar_scene_maps_bitwise_equal():
+    """The first layers of SECOND on a generated KITTI-like scene (cropped to keep the test
+    short): submanifold map, strided map, transpose."""
+    from mx_sparse import synthetic
+    ind = synthetic.make_batch("kitti", batch_size=1, seed=3)["indices"]
+    keep = (ind[:, 2] >= 700) & (ind[:, 2] < 900) & (ind[:, 3] < 200)
+    ind = ind[keep].contiguous()
+    shape = [41, 1600, 1408]
+    assert ind.shape[0] > 1000
+    subm = CUDA["build_subm_map"](ind, shape, 1, [3, 3, 3], [1, 1, 1])
+    assert torch.equal(subm, CPU.build_subm_map(ind, shape, 1, [3, 3, 3], [1, 1, 1]))
+    args = (shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    (out_a, nbr_a), (out_b, nbr_b) = CUDA["build_conv_map"](ind, *args), CPU.build_conv_map(ind, *args)
+    assert torch.equal(out_a, out_b) and torch.equal(nbr_a, nbr_b)
+    assert torch.equal(CUDA["transpose_map"](nbr_a, ind.shape[0]), CPU.transpose_map(nbr_b, ind.shape[0]))
+
+
+def test_empty_and_single_voxel():
+    for idx in (torch.zeros(0, 4, dtype=torch.int32), torch.tensor([[0, 2, 2, 2]], dtype=torch.int32)):
+        args = ([5, 5, 5], 1, [3, 3, 3], [1, 1, 1])
+        assert torch.equal(CUDA["build_subm_map"](idx, *args), CPU.build_subm_map(idx, *args))
+        cargs = ([5, 5, 5], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+        for a, b in zip(CUDA["build_conv_map"](idx, *cargs), CPU.build_conv_map(idx, *cargs)):
+            assert torch.equal(a, b)
+    nbr = torch.full((3, 27), -1, dtype=torch.int32)
+    assert torch.equal(CUDA["transpose_map"](nbr, 0), CPU.transpose_map(nbr, 0))
+
+
+def _error(fn):
+    with pytest.raises(ValueError) as info:
+        fn()
+    return str(info.value)
+
+
+BAD_ROWS = [[0, -1, 0, 0], [0, 0, 4, 0], [1, 0, 0, 0], [-1, 0, 0, 0], [0, 0, 0, 2 ** 30]]
+
+
+@pytest.mark.parametrize("row", BAD_ROWS)
+@pytest.mark.parametrize("builder", ["build_subm_map", "build_conv_map"])
+def test_value_errors_match_cpu(row, builder):
+    idx = torch.tensor([[0, 1, 1, 1], [0, 3, 3, 3], row, [0, 2, 2, 2]], dtype=torch.int32)
+    args = ([4, 4, 4], 1, [3, 3, 3], [1, 1, 1]) if builder == "build_subm_map" else \
+        ([4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    cuda = _error(lambda: CUDA[builder](idx, *args))
+    assert cuda.startswith("indices: row 2 is (batch, *coords)")
+    assert cuda == _error(lambda: getattr(CPU, builder)(idx, *args))
+
+
+@pytest.mark.parametrize("builder", ["build_subm_map", "build_conv_map"])
+def test_duplicate_error_matches_cpu(builder):
+    idx = torch.tensor([[0, 1, 2, 3], [0, 0, 0, 0], [0, 1, 2, 3], [0, 0, 0, 0]], dtype=torch.int32)
+    args = ([4, 4, 4], 1, [3, 3, 3], [1, 1, 1]) if builder == "build_subm_map" else \
+        ([4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    cuda = _error(lambda: CUDA[builder](idx, *args))
+    assert cuda.startswith("indices: duplicate voxel (0, 1, 2, 3) at row 2")
+    assert cuda == _error(lambda: getattr(CPU, builder)(idx, *args))
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda ops, i: ops["build_subm_map"](i, [4, 4, 4], 1, [3, 3], [1, 1, 1]), "kernel_size: expected 3 values"),
+    (lambda ops, i: ops["build_subm_map"](i, [4, 0, 4], 1, [3, 3, 3], [1, 1, 1]), "spatial_shape: expected every"),
+    (lambda ops, i: ops["build_subm_map"](i, [4, 4, 4], 0, [3, 3, 3], [1, 1, 1]), "batch_size: expected >= 1"),
+    (lambda ops, i: ops["build_subm_map"](i.long(), [4, 4, 4], 1, [3, 3, 3], [1, 1, 1]), "indices: expected dtype int32"),
+    (lambda ops, i: ops["build_subm_map"](i, [2 ** 21] * 3, 1, [3, 3, 3], [1, 1, 1]), "spatial_shape: batch_size"),
+    (lambda ops, i: ops["build_conv_map"](i, [2, 4, 4], 1, [3, 3, 3], [1, 1, 1], [0, 0, 0], [1, 1, 1]),
+     "spatial_shape: the convolution output is empty on axis 0"),
+    (lambda ops, i: ops["build_conv_map"](i, [4, 4, 4], 1, [3, 3, 3], [0, 1, 1], [0, 0, 0], [1, 1, 1]),
+     "stride: expected every value >= 1"),
+    (lambda ops, i: ops["transpose_map"](torch.full((1, 27), 3, dtype=torch.int32), 2),
+     r"nbr: row 0 holds an input row outside \[0, num_rows=2\)"),
+    (lambda ops, i: ops["transpose_map"](torch.full((1, 27), -1, dtype=torch.int32), -1), "num_rows: expected"),
+])
+def test_argument_errors_name_the_argument(call, match):
+    """Same argument name and wording as the CPU backend (which the same regex matches)."""
+    idx = torch.tensor([[0, 1, 1, 1]], dtype=torch.int32)
+    cpu_ops = {name: getattr(CPU, name) for name in ("build_subm_map", "build_conv_map", "transpose_map")}
+    for ops in (CUDA, cpu_ops):
+        with pytest.raises(ValueError, match=match):
+            call(ops, idx)
+
+
+def _maps():
+    idx = scene(seed=5)
+    yield CPU.build_subm_map(idx, [9, 10, 11], 3, [3, 3, 3], [1, 1, 1])
+    yield CPU.build_conv_map(idx, [9, 10, 11], 3, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])[1]
+    yield CPU.build_subm_map(idx, [9, 10, 11], 3, [5, 5, 5], [1, 1, 1])     # K = 125: 8 mask words
+    big = torch.full((2500, 16), -1, dtype=torch.int32)                    # several 1024-row blocks
+    big[::3, 5] = torch.arange(0, 2500, 3, dtype=torch.int32)
+    yield big
+    yield torch.full((0, 27), -1, dtype=torch.int32)
+    yield torch.full((4, 27), -1, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_pack_and_unpack_bitwise_equal(case):
+    nbr = list(_maps())[case]
+    packed_cuda, packed_cpu = CUDA["pack_map"](nbr), CPU.pack_map(nbr)
+    for a, b in zip(packed_cuda, packed_cpu):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    assert torch.equal(CUDA["unpack_map"](*packed_cuda, nbr.shape[1]), nbr)
+
+
+def test_pack_and_unpack_errors_match_cpu():
+    nbr = torch.full((3, 27), -1, dtype=torch.int32)
+    nbr[1, 4] = -7
+    assert _error(lambda: CUDA["pack_map"](nbr)) == _error(lambda: CPU.pack_map(nbr))
+    good = CPU.build_subm_map(scene(seed=6), [9, 10, 11], 3, [3, 3, 3], [1, 1, 1])
+    mask, values, starts = CPU.pack_map(good)
+    for args, match in [((mask, values[:-1], starts, 27), "block_starts: expected to run from 0 to"),
+                        ((mask, values, starts, 40), r"mask: expected int16 \[M, 3\] for kvol=40"),
+                        ((mask, values, starts, 0), "kvol: expected a positive kernel volume"),
+                        ((mask, values.long(), starts, 27), r"values: expected int32 \[P\]")]:
+        for unpack in (CUDA["unpack_map"], CPU.unpack_map):
+            with pytest.raises(ValueError, match=match):
+                unpack(*args)
+    flipped = mask.clone()
+    flipped[0, 0] ^= 1                      # one bit more or less than block 0's share
+    for unpack in (CUDA["unpack_map"], CPU.unpack_map):
+        with pytest.raises(ValueError, match="do not match their block_starts share"):
+            unpack(flipped, values, starts, 27)
+
+
+def test_unpack_checks_decreasing_starts():
+    nbr = torch.full((2048, 3), -1, dtype=torch.int32)
+    nbr[:, 0] = 1
+    mask, values, starts = CPU.pack_map(nbr)
+    bad = starts.clone()
+    bad[1] = starts[2] + 1
+    for unpack in (CUDA["unpack_map"], CPU.unpack_map):
+        with pytest.raises(ValueError, match="block_starts"):
+            unpack(mask, values, bad, 3)

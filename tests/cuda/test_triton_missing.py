@@ -1,0 +1,25 @@
+"""Without triton the CUDA backend still registers (its map builders need only torch), and the
+first compute kernel fails with an error that says what to install."""
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import sys
+sys.modules["triton"] = None          # as if triton were not installed
+import torch, mx_sparse
+from mx_sparse._cuda import registration
+assert mx_sparse._ops.has_kernel("cuda")
+try:
+    registration.IMPLEMENTATIONS["gather_mm"](torch.ones(2, 3), torch.ones(1, 3, 4),
+                                              torch.zeros(2, 1, dtype=torch.int32), None, 1)
+except RuntimeError as e:
+    print(e)
+"""
+
+
+def test_missing_triton_names_what_to_install():
+    env = {k: v for k, v in os.environ.items() if k not in ("MXS_CUDA_ON_CPU",)}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "written in Triton, which is not installed" in proc.stdout and "pip install triton" in proc.stdout
