@@ -3,6 +3,7 @@
     python -m bench                  # full run (~15-30 min on 2 vCPUs, more if the machine is busy)
     python -m bench --quick          # smoke test (~3 min): 1k-voxel SECOND + one mx_driving layer
     python -m bench --write-docs     # full run, then rewrite docs/{en,zh}/performance.md
+    python -m bench --device cuda    # on a GPU: mx_sparse's CUDA backend (and spconv's CUDA build if installed)
 
 Writes bench/results/results.json, results.md and performance.png (see --out)."""
 import argparse
@@ -27,14 +28,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def build_nets(w, libs=("mx", "spconv"), device="cpu"):
-    """The workload's network in both libraries, computing the same function (spconv on
-    CPU only; mx_sparse on ``device``)."""
+    """The workload's network in both libraries, computing the same function, on ``device``."""
     mx = w.build_mx()
     nets = {}
     if "spconv" in libs:
         sp = spconv_nets.NETS[w.net](*w.net_args)
         spconv_nets.copy_weights(mx, sp)
-        nets["spconv"] = sp
+        nets["spconv"] = sp.to(device)
     if "mx" in libs:
         nets["mx"] = mx.to(device)
     return nets
@@ -121,7 +121,7 @@ def main(argv=None):
     p.add_argument("--workloads", help="comma-separated subset of: " + ",".join(w.name for w in WORKLOADS))
     p.add_argument("--threads", type=int, default=2, help="torch threads for mx_sparse and spconv (default 2)")
     p.add_argument("--device", default="cpu",
-                   help="device of the mx_sparse runs (default cpu); spconv (CPU wheel) runs only when it is cpu")
+                   help="device of the runs (default cpu); spconv runs where its installed build can (CPU wheel: cpu)")
     p.add_argument("--no-spconv", action="store_true", help="time mx_sparse alone")
     p.add_argument("--repeats", type=int, default=None, help="timed rounds per measurement (default 5, quick 3)")
     p.add_argument("--budget", type=float, default=None,
@@ -133,6 +133,8 @@ def main(argv=None):
     p.add_argument("--report-only", action="store_true",
                    help="no measurements: rebuild the markdown/chart (and docs) from OUT/results.json")
     args = p.parse_args(argv)
+    if torch.device(args.device).type == "cuda" and not (torch.cuda.is_available() and mx_sparse._ops.has_kernel("cuda")):
+        p.error(f"--device cuda: torch {torch.__version__} sees no CUDA GPU (a CUDA build of torch and a GPU are needed)")
     if args.report_only:
         with open(os.path.join(args.out, "results.json")) as f:
             results = json.load(f)
@@ -149,7 +151,8 @@ def main(argv=None):
     t_start = time.time()
     cpu_start = cpu_snapshot()
     torch.set_num_threads(args.threads)
-    vs = timing.variants(args.threads, spconv=not args.no_spconv and torch.device(args.device).type == "cpu")
+    vs = timing.variants(args.threads, spconv=not args.no_spconv and spconv_nets.runs_on(args.device),
+                         device=args.device)
     results = dict(command=command, threads=args.threads, device=str(args.device), repeats=args.repeats, budget_s=args.budget,
                    quick=args.quick, machine=machine_info(), load_before=os.getloadavg(), variants=[v.__dict__ for v in vs], workloads={})
     os.makedirs(args.out, exist_ok=True)

@@ -12,7 +12,7 @@ from .timing import Variant, make_tensor
 def _order(indices: torch.Tensor) -> torch.Tensor:
     """Permutation sorting voxels by (batch, *spatial)."""
     idx = indices.long()
-    key = torch.zeros(idx.shape[0], dtype=torch.long)
+    key = torch.zeros(idx.shape[0], dtype=torch.long, device=idx.device)
     for c in range(idx.shape[1]):
         key = key * (int(idx[:, c].max()) + 1 if idx.shape[0] else 1) + idx[:, c]
     return torch.argsort(key)

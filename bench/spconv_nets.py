@@ -20,9 +20,17 @@ import spconv
 import spconv.pytorch as sp
 import spconv.pytorch.ops as sp_ops
 
-sp_ops.get_current_stream = lambda: 0   # CPU build: no CUDA stream (the shipped code calls torch.cuda)
+from spconv.cppconstants import CPU_ONLY_BUILD  # noqa: E402
+
+if CPU_ONLY_BUILD:
+    sp_ops.get_current_stream = lambda: 0   # CPU build: no CUDA stream (the shipped code calls torch.cuda)
 
 VERSION = spconv.__version__
+
+
+def runs_on(device) -> bool:
+    """Whether the installed spconv build can run on ``device`` (its CUDA wheels: also cuda)."""
+    return torch.device(device).type == "cpu" or (torch.device(device).type == "cuda" and not CPU_ONLY_BUILD)
 _SHIPPED_OPS = sp_ops.SpconvOps
 
 

@@ -1,8 +1,9 @@
 """Verification item 3 of the CUDA backend: the whole CUDA path runnable on CPU tensors. In a
 subprocess with MXS_CUDA_ON_CPU=1 (and TRITON_INTERPRET=1) every mx_sparse op on CPU tensors
 is the CUDA backend's implementation; there the suite's dense-reference and property tests
-run once more, plus cuda_path_checks.py (dispatch really replaced, gradcheck and
-gradgradcheck, a network training step against the C++ CPU backend).
+run once more, with the fused BatchNorm+ReLU, SparseSequential (packed maps) and edge-case
+tests, plus cuda_path_checks.py (dispatch really replaced, gradcheck and gradgradcheck, a
+network training step against the C++ CPU backend).
 
 Left out of that run: test_gradcheck_float64 (thousands of interpreted launches; the checks
 file runs gradcheck/gradgradcheck on a smaller input instead)."""
@@ -19,7 +20,8 @@ from cuda_cases import cpu_is_cuda_path, network_step
 pytestmark = cpu_is_cuda_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FILES = ["tests/test_conv_dense_reference.py", "tests/test_conv_property.py", "tests/cuda/cuda_path_checks.py"]
+FILES = ["tests/test_conv_dense_reference.py", "tests/test_conv_property.py", "tests/test_batch_norm_relu.py",
+         "tests/test_sequential.py", "tests/test_edge_cases.py", "tests/cuda/cuda_path_checks.py"]
 LEFT_OUT = "test_gradcheck_float64"
 
 
@@ -34,6 +36,6 @@ def test_dense_reference_and_property_tests_through_the_cuda_path(tmp_path):
     tail = proc.stdout[-4000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, tail
     summary = re.search(r"(\d+) passed", proc.stdout)
-    assert summary and int(summary.group(1)) >= 150 and " skipped" not in proc.stdout.splitlines()[-1], tail
+    assert summary and int(summary.group(1)) >= 200 and " skipped" not in proc.stdout.splitlines()[-1], tail
     launched = {kernel for kernel, _, _, count in json.loads(report.read_text()) if count}
     assert {"gather_mm", "gather_mm_backprop_filter", "sum_splits"} <= launched

@@ -40,6 +40,32 @@ def test_gather_mm_and_gradients_match_cpu_backend(m, n_in, kvol, cin, cout, gro
         assert_close_to(actual, ref, dtype, what)
 
 
+def test_generated_lidar_scene():
+    """A SECOND first layer (SubM 4 -> 16) and its strided successor on a crop of a generated
+    KITTI-like scene: the maps the CUDA backend builds, gather_mm and both gradients."""
+    from mx_sparse import synthetic
+    batch = synthetic.make_batch("kitti", batch_size=1, seed=3)
+    ind, feats = batch["indices"], batch["features"]
+    keep = (ind[:, 2] >= 760) & (ind[:, 2] < 800) & (ind[:, 3] < 100)
+    ind, feats = ind[keep].contiguous(), feats[keep].float().contiguous()
+    assert 500 < ind.shape[0] < 2000
+    shape = [41, 1600, 1408]
+    nbr = CUDA["build_subm_map"](ind, shape, 1, [3, 3, 3], [1, 1, 1])
+    g = torch.Generator().manual_seed(0)
+    weight = torch.randn(27, feats.shape[1], 16, generator=g) / 10
+    grad = torch.randn(ind.shape[0], 16, generator=g)
+    for what, actual, ref in zip(("gather_mm", "input gradient", "filter gradient"),
+                                 run_cuda_path(feats, weight, grad, nbr, 1), references(feats, weight, grad, nbr, 1)):
+        assert_close_to(actual, ref, torch.float32, what)
+    out_idx, down = CUDA["build_conv_map"](ind, shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    weight2 = torch.randn(27, feats.shape[1], 8, generator=g) / 10
+    grad2 = torch.randn(out_idx.shape[0], 8, generator=g)
+    for what, actual, ref in zip(("strided gather_mm", "strided input gradient", "strided filter gradient"),
+                                 run_cuda_path(feats, weight2, grad2, down, 1),
+                                 references(feats, weight2, grad2, down, 1)):
+        assert_close_to(actual, ref, torch.float32, what)
+
+
 def test_float32_agrees_with_cpu_float32_to_1e_5():
     """The CPU backend's own float32 result (not float64) as the reference: the issue's
     fp32 <= 1e-5 relative, element-wise where values are not tiny."""
