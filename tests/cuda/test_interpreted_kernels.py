@@ -170,3 +170,17 @@ def test_bf16_dot_widened_only_in_the_interpreter():
     assert not np.allclose(c.numpy(), exact.numpy(), rtol=1e-2, atol=1e-2), "bf16 tl.dot works in the interpreter now"
     assert launch.interpreting() and launch.dot_constants(torch.bfloat16)["WIDEN"]
     assert not launch.dot_constants(torch.float16)["WIDEN"]
+
+
+def test_float32_is_ieee_unless_tf32_is_allowed():
+    """The kernels' fp32 dot follows torch's switch for TF32 matmuls, read at every call."""
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_tf32
+    try:
+        matmul.allow_tf32 = False
+        assert launch.dot_constants(torch.float32)["PRECISION"] == "ieee"
+        matmul.allow_tf32 = True
+        assert launch.dot_constants(torch.float32)["PRECISION"] == "tf32"
+        assert launch.dot_constants(torch.float16)["PRECISION"] == "ieee"   # TF32 concerns float32 only
+    finally:
+        matmul.allow_tf32 = before
