@@ -73,8 +73,10 @@ def neighbor_map(t: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name}: expected an int32 neighbor map [M, K], got {t.dtype} {list(t.shape)}")
 
 
-def gather_operands(features, nbr, nbr_t, groups) -> None:
-    """check_gather_operands plus the dtype check of the float kernels."""
+def gather_operands(features, name, operand, nbr, nbr_t, groups) -> None:
+    """check_gather_operands plus the dtype checks of the float kernels; ``operand`` (``name``)
+    is the weight of gather_mm or the grad of the filter gradient."""
+    same_device("features", features, **{name: operand}, nbr=nbr, nbr_t=nbr_t)
     neighbor_map(nbr, "nbr")
     if features.dim() != 2:
         raise ValueError(f"features: expected [N, C], got {list(features.shape)}")
@@ -86,14 +88,13 @@ def gather_operands(features, nbr, nbr_t, groups) -> None:
         neighbor_map(nbr_t, "nbr_t")
         if nbr_t.shape[1] != nbr.shape[1]:
             raise ValueError(f"nbr_t: expected {nbr.shape[1]} kernel offsets like nbr, got {nbr_t.shape[1]}")
+    if operand.dtype != features.dtype:
+        raise ValueError(f"{name}: expected dtype {features.dtype} like features, got {operand.dtype}")
 
 
 def gather_mm_shapes(features, weight, nbr, nbr_t, groups):
     """(cin_g, cout_g) of a gather_mm call, after its checks."""
-    same_device("features", features, weight=weight, nbr=nbr, nbr_t=nbr_t)
-    gather_operands(features, nbr, nbr_t, groups)
-    if weight.dtype != features.dtype:
-        raise ValueError(f"weight: expected dtype {features.dtype} like features, got {weight.dtype}")
+    gather_operands(features, "weight", weight, nbr, nbr_t, groups)
     if weight.dim() != 3 or weight.shape[0] != nbr.shape[1]:
         raise ValueError(f"weight: expected [K={nbr.shape[1]}, Cin/groups, Cout], got {list(weight.shape)}")
     cin, cin_g, cout = features.shape[1], weight.shape[1], weight.shape[2]
@@ -107,10 +108,7 @@ def gather_mm_shapes(features, weight, nbr, nbr_t, groups):
 
 def backprop_filter_shapes(features, grad, nbr, nbr_t, groups):
     """(cin_g, cout_g) of a gather_mm_backprop_filter call, after its checks."""
-    same_device("features", features, grad=grad, nbr=nbr, nbr_t=nbr_t)
-    gather_operands(features, nbr, nbr_t, groups)
-    if grad.dtype != features.dtype:
-        raise ValueError(f"grad: expected dtype {features.dtype} like features, got {grad.dtype}")
+    gather_operands(features, "grad", grad, nbr, nbr_t, groups)
     if grad.dim() != 2 or grad.shape[0] != nbr.shape[0]:
         raise ValueError(f"grad: expected [M={nbr.shape[0]}, Cout], got {list(grad.shape)}")
     cin, cout = features.shape[1], grad.shape[1]
