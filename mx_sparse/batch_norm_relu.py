@@ -20,6 +20,7 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ._ops import ops
+from .compile_support import is_compiling
 
 # How to recompute each fused output, keyed by the output tensor (weakly, by identity: an
 # entry goes with its tensor). Not an attribute of the tensor: attributes travel with it into
@@ -45,7 +46,10 @@ class Recipe:
 
 def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
     """Plain ``BatchNorm1d`` then plain ``ReLU`` (no hooks), on CPU features whose dtype the
-    parameters share, with at least one voxel."""
+    parameters share, with at least one voxel; not while compiling (the recipe registry is
+    eager-only; the compiled graph fuses BatchNorm and ReLU itself)."""
+    if is_compiling():
+        return False
     if type(bn) is not nn.BatchNorm1d or type(relu) is not nn.ReLU:
         return False
     if bn._forward_hooks or bn._forward_pre_hooks or relu._forward_hooks or relu._forward_pre_hooks:

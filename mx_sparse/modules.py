@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .batch_norm_relu import batch_norm_relu, can_fuse
+from .compile_support import check_batch_norm_rows, maybe_nonzero
 from .sparse_tensor import SparseConvTensor
 
 
@@ -66,7 +67,8 @@ class SparseSequential(SparseModule):
             elif (self.fuse_bn_relu and i + 1 < len(modules) and can_fuse(module, modules[i + 1], x.features)):
                 x = x.replace_feature(batch_norm_relu(x.features, module))
                 i += 1  # the ReLU ran too
-            elif x.indices.shape[0] > 0 or not isinstance(module, nn.modules.batchnorm._BatchNorm):
+            elif maybe_nonzero(x.indices.shape[0]) or not isinstance(module, nn.modules.batchnorm._BatchNorm):
+                check_batch_norm_rows(module, x.features)
                 x = x.replace_feature(module(x.features))
             i += 1
         return x
@@ -97,6 +99,7 @@ def bn_relu(features: torch.Tensor, bn: nn.Module, relu: nn.Module) -> torch.Ten
     (residual blocks), with the same module objects and state_dict keys."""
     if SparseSequential.fuse_bn_relu and can_fuse(bn, relu, features):
         return batch_norm_relu(features, bn)
+    check_batch_norm_rows(bn, features)
     return relu(bn(features))
 
 

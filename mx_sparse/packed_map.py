@@ -21,6 +21,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ._ops import has_kernel, ops
+from .compile_support import is_compiling
 
 # The HeldMap of each dense map it hands out, keyed by the tensor (weakly, by identity), held
 # through a weak reference: a strong one would keep the map alive through its holder (map ->
@@ -45,6 +46,11 @@ class PackedMap:
 
 
 def _packable(nbr: torch.Tensor) -> bool:
+    # Under torch.compile maps stay dense: packing is an eager-mode memory saving (the compiled
+    # graph's own memory planning holds what its backward needs), and the registry below is
+    # not traceable.
+    if is_compiling():
+        return False
     return (nbr.device.type == "cpu" and nbr.dtype == torch.int32 and nbr.dim() == 2 and nbr.shape[1] > 0
             and has_kernel("cpu"))
 
