@@ -52,7 +52,9 @@ def check_batch_norm_rows(module, features: torch.Tensor) -> None:
     this check they are decided at trace time and the compiled graph raises at run time where
     eager mode would raise or (zero voxels, SparseSequential) skip the BatchNorm. Nothing in
     eager mode."""
-    if is_compiling() and isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+    # (SyncBatchNorm has rules of its own for one or zero voxels on a process; left to torch)
+    if is_compiling() and isinstance(module, torch.nn.modules.batchnorm._BatchNorm) \
+            and not isinstance(module, torch.nn.SyncBatchNorm):
         if module.training:
             torch._check(features.shape[0] >= 2,
                          lambda: "input: BatchNorm in training mode needs more than one voxel (torch.compile)")
