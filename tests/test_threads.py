@@ -22,10 +22,14 @@ def scene(seed, batch_size=2):
     return random_features(idx.shape[0], 4, torch.float32, seed=seed), idx
 
 
-def train(seed, steps=3, barrier=None):
-    """A VoxelBackBone8x trained on its own scenes; its parameters and buffers afterwards."""
+def new_model(seed):
+    """Built before any thread starts: weight initialisation draws from torch's global RNG."""
     torch.manual_seed(seed)
-    model = VoxelBackBone8x(4)
+    return VoxelBackBone8x(4)
+
+
+def train(model, seed, steps=3, barrier=None):
+    """``model`` trained on its own scenes; its parameters and buffers afterwards."""
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     for step in range(steps):
         f, idx = scene(100 * seed + step)
@@ -65,9 +69,9 @@ def registry_sizes():
 
 def test_two_models_trained_in_two_threads_equal_serial_training():
     before = registry_sizes()
-    serial = [train(1), train(2)]
+    serial = [train(new_model(1), 1), train(new_model(2), 2)]
     barrier = threading.Barrier(2)
-    concurrent = run_threads(train, [(1, 3, barrier), (2, 3, barrier)])
+    concurrent = run_threads(train, [(new_model(1), 1, 3, barrier), (new_model(2), 2, 3, barrier)])
     for s, c in zip(serial, concurrent):
         for k in s:
             assert torch.equal(s[k], c[k]), k
