@@ -85,6 +85,14 @@ class HeldMap:
         if self._dense is not None and self.packed() is not None:
             self._dense = None
 
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled or deep-copied: the dense map is a new tensor, registered again (so that
+        autograd still saves it packed); its packed form, if any, is repacked when needed."""
+        self.__dict__.update(state)
+        self._packed_version = -1
+        if self._dense is not None:
+            self._register(self._dense)
+
     @property
     def is_dense(self) -> bool:
         return self._dense is not None
