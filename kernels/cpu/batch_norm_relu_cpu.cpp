@@ -253,7 +253,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
     blend_into(running_var, unbiased, momentum, "running_var");
   } else {
     TORCH_CHECK_VALUE(running_mean.has_value() && running_var.has_value(),
-                      "running_mean, running_var: expected both without batch statistics");
+                      "running_mean, running_var: expected both when batch_stats is false (normalising with "
+                      "the running statistics)");
     mean = channel_values(running_mean, c, 0.0, "running_mean");
     var = channel_values(running_var, c, 0.0, "running_var");
   }

@@ -69,7 +69,14 @@ at::Tensor transpose_grouped(const at::Tensor& w, int64_t groups) {
 at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPair& maps, const c10::SymInt& num_rows,
                           int64_t groups) {
   const at::Tensor wt = transpose_grouped(w, groups);
-  if (maps.nbr_t.has_value()) return call_gather_mm(g, wt, *maps.nbr_t, maps.nbr, groups, false);
+  if (maps.nbr_t.has_value()) {
+    // the forward does not read nbr_t (callers without autograd pass any map there); here its
+    // rows are the input gradient's
+    TORCH_CHECK_VALUE(maps.nbr_t->sym_size(0).sym_eq(num_rows).expect_true(__FILE__, __LINE__),
+                      "nbr_t: expected one row per input row (", num_rows, ") for the input gradient, got ",
+                      maps.nbr_t->sym_size(0));
+    return call_gather_mm(g, wt, *maps.nbr_t, maps.nbr, groups, false);
+  }
   if (maps.symmetric) return call_gather_mm(g, wt.flip(0), maps.nbr, std::nullopt, groups, true);
   return call_gather_mm(g, wt, call_transpose_map(maps.nbr, num_rows), maps.nbr, groups, false);
 }
