@@ -42,7 +42,12 @@ def mark_voxels_dynamic(*tensors: torch.Tensor) -> None:
     if dynamo is None or is_compiling():
         return
     for t in tensors:
-        dynamo.maybe_mark_dynamic(t, 0)
+        # what a layer derives in training (grad_fn set) never enters a compiled region from
+        # outside, and an indices tensor passed on by submanifold layers is marked already:
+        # skipped, as marking costs several microseconds (torch._dynamo is loaded in every
+        # training loop: optimizers import it)
+        if t.grad_fn is None and 0 not in getattr(t, "_dynamo_weak_dynamic_indices", ()):
+            dynamo.maybe_mark_dynamic(t, 0)
 
 
 def check_batch_norm_rows(module, features: torch.Tensor) -> None:
