@@ -4,7 +4,7 @@ recipes), the input's indice_dict and the CPU large-tensor pool's statistics are
 the run passes when, after a warm-up, the mean RSS of the last 100 steps is within the
 bound of that of the first 100, and no registry, cache or pool figure grows.
 
-    python -m bench.soak                      # 1,000 steps, VoxelBackBone8x on cropped KITTI scenes
+    python -m bench.soak                      # 1,000 steps, VoxelBackBone8x on 128x128-cell KITTI crops (~8k voxels)
     python -m bench.soak --steps 3000 --crop 0 --json out.json   # full scenes
 
 The scenes: four generated KITTI samples cropped to a square window in front of the
@@ -51,7 +51,7 @@ def scenes(crop, count=4):
     return out
 
 
-def soak(steps=1000, crop=320, seed=0, log_every=100):
+def soak(steps=1000, crop=128, seed=0, log_every=100):
     """Runs the soak; returns per-step records and the summary."""
     data = scenes(crop)
     torch.manual_seed(seed)
@@ -114,7 +114,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--crop", type=int, default=320, help="square window of the KITTI grid (0: whole scene)")
+    p.add_argument("--crop", type=int, default=128, help="square window of the KITTI grid (0: whole scene)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--json", default=None, help="write every step's record and the summary here")
     args = p.parse_args(argv)

@@ -24,25 +24,17 @@ def scene(seed, batch_size=2):
     return random_features(idx.shape[0], 4, torch.float32, seed=seed), idx
 
 
-def native_net():
-    """mx_sparse layers: weights [*k, Cin, Cout] (RSCK)."""
-    return mx_sparse.SparseSequential(
-        mx_sparse.SubMConv3d(4, 16, 3, indice_key="s1"), nn.BatchNorm1d(16), nn.ReLU(),
-        mx_sparse.SparseConv3d(16, 32, 3, stride=2, padding=1, indice_key="d1"), nn.BatchNorm1d(32), nn.ReLU(),
-        mx_sparse.SubMConv3d(32, 32, (3, 1, 3), indice_key="s2"), nn.BatchNorm1d(32), nn.ReLU(),
-        mx_sparse.SparseInverseConv3d(32, 16, 3, indice_key="d1"))
+def net(surface):
+    """subm, strided, subm, inverse with BatchNorm/ReLU, from ``surface``'s layers: mx_sparse
+    (weights [*k, Cin, Cout], RSCK) or the spconv 2.x surface ([Cout, *k, Cin], KRSC)."""
+    return surface.SparseSequential(
+        surface.SubMConv3d(4, 16, 3, indice_key="s1"), nn.BatchNorm1d(16), nn.ReLU(),
+        surface.SparseConv3d(16, 32, 3, stride=2, padding=1, indice_key="d1"), nn.BatchNorm1d(32), nn.ReLU(),
+        surface.SubMConv3d(32, 32, (3, 1, 3), indice_key="s2"), nn.BatchNorm1d(32), nn.ReLU(),
+        surface.SparseInverseConv3d(32, 16, 3, indice_key="d1"))
 
 
-def spconv_net():
-    """The same network on the spconv 2.x surface: weights [Cout, *k, Cin] (KRSC)."""
-    return spconv.SparseSequential(
-        spconv.SubMConv3d(4, 16, 3, indice_key="s1"), nn.BatchNorm1d(16), nn.ReLU(),
-        spconv.SparseConv3d(16, 32, 3, stride=2, padding=1, indice_key="d1"), nn.BatchNorm1d(32), nn.ReLU(),
-        spconv.SubMConv3d(32, 32, (3, 1, 3), indice_key="s2"), nn.BatchNorm1d(32), nn.ReLU(),
-        spconv.SparseInverseConv3d(32, 16, 3, indice_key="d1"))
-
-
-NETS = {"RSCK": native_net, "KRSC": spconv_net}
+NETS = {"RSCK": lambda: net(mx_sparse), "KRSC": lambda: net(spconv)}
 
 
 def saved(obj):
