@@ -113,7 +113,10 @@ def layer_dtype(layer, a):
 
 
 def reference(kind, x, y_layer, down, a):
-    shape, batch, groups = a["spatial_shape"], a["batch_size"], a["groups"]
+    # samples are independent: the dense grids need only the batches that hold voxels (a valid
+    # batch_size may be 2^62)
+    shape, groups = a["spatial_shape"], a["groups"]
+    batch = int(x.indices[:, 0].max()) + 1 if x.indices.shape[0] else 1
     feats = x.features.double()
     if kind == "subm":
         w = y_layer.weight.double()
