@@ -11,6 +11,7 @@ from .modules import SparseModule, SparseSequential, ToDense, bn_relu
 from .sparse_tensor import SparseConvTensor
 from .compat import patch_mmcv, patch_spconv, unpatch_mmcv, unpatch_spconv  # compat surfaces
 from .layouts import convert_weight
+from . import serialization  # noqa: F401  (SparseConvTensor and its map cache load under weights_only=True)
 
 __version__ = "0.1.0"
 

@@ -44,10 +44,22 @@ def _register_fake(name):
 
 
 def _data_dependent_size():
-    get_ctx = getattr(torch.library, "get_ctx", None)
-    ctx = get_ctx()
-    new_size = getattr(ctx, "new_dynamic_size", None) or ctx.create_unbacked_symint
-    return new_size()
+    """An unbacked symbolic size (>= 0) for a data-dependent output length.
+
+    ``ctx.new_dynamic_size()`` refuses unless dynamo's ``capture_dynamic_output_shape_ops`` is
+    set (a process-wide switch that also changes how dynamo treats ``nonzero``/``unique`` in the
+    user's own code), and the graph then breaks at every strided convolution. The Python layer
+    handles unbacked voxel counts (no guard depends on them), so where a shape environment
+    exists the symbol is created directly, as torch's own data-dependent fake kernels do; the
+    range constraint is the one ``new_dynamic_size`` applies."""
+    ctx = torch.library.get_ctx()
+    shape_env = getattr(ctx, "_shape_env", None)
+    if shape_env is None:
+        return ctx.new_dynamic_size()   # raises DynamicOutputShapeException: nothing to bind to
+    from torch.fx.experimental.symbolic_shapes import _constrain_range_for_size
+    size = shape_env.create_unbacked_symint()
+    _constrain_range_for_size(size, min=0)
+    return size
 
 
 def _kernel_volume(kernel_size):

@@ -21,6 +21,7 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ._ops import has_kernel, ops
+from .compile_support import is_compiling
 
 # How to recompute each fused output, keyed by the output tensor (weakly, by identity: an
 # entry goes with its tensor). Not an attribute of the tensor: attributes travel with it into
@@ -52,7 +53,10 @@ def _has_fused_kernels(device_type: str) -> bool:
 
 def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
     """Plain ``BatchNorm1d`` then plain ``ReLU`` (no hooks), on features of a device with the
-    fused kernels (CPU, CUDA) whose dtype the parameters share, with at least one voxel."""
+    fused kernels (CPU, CUDA) whose dtype the parameters share, with at least one voxel; not while
+    compiling (the recipe registry is eager-only; the compiled graph fuses BatchNorm and ReLU itself)."""
+    if is_compiling():
+        return False
     if type(bn) is not nn.BatchNorm1d or type(relu) is not nn.ReLU:
         return False
     if bn._forward_hooks or bn._forward_pre_hooks or relu._forward_hooks or relu._forward_pre_hooks:

@@ -18,6 +18,15 @@ from .sparse_tensor import SparseConvTensor
 from .weight_init import INITIALIZERS
 
 
+def new_weight(shape) -> torch.Tensor:
+    """An uninitialised weight; a shape no allocation can hold is reported by its arguments."""
+    try:
+        return torch.empty(shape)
+    except (RuntimeError, MemoryError) as e:
+        raise ValueError(f"in_channels, out_channels, kernel_size: a weight of shape {shape} cannot be allocated "
+                         f"({str(e).splitlines()[0]})") from None
+
+
 def needs_autograd(*tensors: torch.Tensor) -> bool:
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
 
@@ -53,7 +62,8 @@ class SparseConvolution(LayoutAware, SparseModule):
         self.output_padding = validation.per_axis("output_padding", output_padding, ndim, 0)
         self.groups, self.subm, self.inverse, self.transposed = groups, subm, inverse, transposed
         self.indice_key, self.fused_bn, self.mode = indice_key, fused_bn, mode
-        self.weight = nn.Parameter(torch.empty(*self.kernel_size, in_channels // groups, out_channels))
+        validation.kernel_volume(self.kernel_size)
+        self.weight = nn.Parameter(new_weight([*self.kernel_size, in_channels // groups, out_channels]))
         if bias:
             self.bias = nn.Parameter(torch.empty(out_channels))
         else:

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .batch_norm_relu import batch_norm_relu, can_fuse
+from .compile_support import check_batch_norm_rows, maybe_nonzero
 from .sparse_tensor import SparseConvTensor
 
 
@@ -20,10 +21,17 @@ def is_sparse_module(module) -> bool:
     return isinstance(module, SparseModule)
 
 
+def skipped_when_empty(module) -> bool:
+    """A BatchNorm other than SyncBatchNorm: nothing to normalise on zero voxels. A
+    SyncBatchNorm always runs: in training it takes part in its process group's collectives
+    (with a count of 0 here), and skipping it would leave the other processes waiting."""
+    return isinstance(module, nn.modules.batchnorm._BatchNorm) and not isinstance(module, nn.SyncBatchNorm)
+
+
 class SparseSequential(SparseModule):
     """Like ``nn.Sequential``; non-sparse modules act on ``features``. With zero voxels a
-    BatchNorm is skipped (torch rejects an empty batch in training mode, and there is
-    nothing to normalise); every other module still runs, so channel changes hold.
+    BatchNorm is skipped (nothing to normalise), except a SyncBatchNorm (see
+    ``skipped_when_empty``); every other module still runs, so channel changes hold.
 
     A ``BatchNorm1d`` directly followed by a ``ReLU`` runs as one fused step that keeps one
     activation tensor instead of two for backward (see ``mx_sparse.batch_norm_relu``);
@@ -66,7 +74,8 @@ class SparseSequential(SparseModule):
             elif (self.fuse_bn_relu and i + 1 < len(modules) and can_fuse(module, modules[i + 1], x.features)):
                 x = x.replace_feature(batch_norm_relu(x.features, module))
                 i += 1  # the ReLU ran too
-            elif x.indices.shape[0] > 0 or not isinstance(module, nn.modules.batchnorm._BatchNorm):
+            elif maybe_nonzero(x.indices.shape[0]) or not skipped_when_empty(module):
+                check_batch_norm_rows(module, x.features)
                 x = x.replace_feature(module(x.features))
             i += 1
         return x
@@ -97,6 +106,7 @@ def bn_relu(features: torch.Tensor, bn: nn.Module, relu: nn.Module) -> torch.Ten
     (residual blocks), with the same module objects and state_dict keys."""
     if SparseSequential.fuse_bn_relu and can_fuse(bn, relu, features):
         return batch_norm_relu(features, bn)
+    check_batch_norm_rows(bn, features)
     return relu(bn(features))
 
 

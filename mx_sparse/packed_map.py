@@ -23,6 +23,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from ._ops import has_kernel, ops
+from .compile_support import is_compiling
 
 # The HeldMap of each dense map it hands out, keyed by the tensor (weakly, by identity), held
 # through a weak reference: a strong one would keep the map alive through its holder (map ->
@@ -52,6 +53,11 @@ def _has_packing_kernels(device_type: str) -> bool:
 
 
 def _packable(nbr: torch.Tensor) -> bool:
+    # Under torch.compile maps stay dense: packing is an eager-mode memory saving (the compiled
+    # graph's own memory planning holds what its backward needs), and the registry below is
+    # not traceable.
+    if is_compiling():
+        return False
     return nbr.dtype == torch.int32 and nbr.dim() == 2 and nbr.shape[1] > 0 and _has_packing_kernels(nbr.device.type)
 
 
@@ -84,6 +90,14 @@ class HeldMap:
         """Keep only the packed form (no-op where maps are not packed)."""
         if self._dense is not None and self.packed() is not None:
             self._dense = None
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickled or deep-copied: the dense map is a new tensor, registered again (so that
+        autograd still saves it packed); its packed form, if any, is repacked when needed."""
+        self.__dict__.update(state)
+        self._packed_version = -1
+        if self._dense is not None:
+            self._register(self._dense)
 
     @property
     def is_dense(self) -> bool:

@@ -14,6 +14,7 @@ import contextlib
 import torch
 
 from .batch_norm_relu import Recipe, recipe_of
+from .compile_support import is_compiling
 from .packed_map import PackedMap, packed_form
 
 
@@ -41,8 +42,9 @@ def _unpack(saved):
 
 def compact_saved_tensors():
     """Context for a sparse convolution's op call, in grad mode. No-op when other saved-tensor
-    hooks are active (torch.utils.checkpoint, offloading): they keep precedence."""
-    if not torch.is_grad_enabled():
+    hooks are active (torch.utils.checkpoint, offloading): they keep precedence, and under
+    torch.compile (AOTAutograd decides what the compiled backward saves)."""
+    if not torch.is_grad_enabled() or is_compiling():
         return contextlib.nullcontext()
     top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
     if top is None or top(False) is not None:

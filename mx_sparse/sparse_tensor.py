@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from . import validation
+from .compile_support import mark_voxels_dynamic
 
 
 class SparseConvTensor:
@@ -18,6 +19,7 @@ class SparseConvTensor:
         self.features = features
         self.indice_dict: dict = {}
         self.grid = grid
+        mark_voxels_dynamic(self._features, self.indices)
 
     @property
     def features(self) -> torch.Tensor:

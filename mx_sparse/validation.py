@@ -2,6 +2,7 @@
 was expected and what came. Value checks over all voxels (coordinate ranges,
 batch indices, duplicates) run inside the C++ map builders, in the same parallel
 pass that hashes the voxels, and raise ValueError with the same style."""
+import math
 from typing import Sequence, Tuple, Union
 
 import torch
@@ -10,15 +11,29 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 IntOrSeq = Union[int, Sequence[int]]
 
 
+MAX_GEOMETRY_VALUE = 2 ** 31 - 1   # like the int32 coordinates (kernels/ops/op_args.h)
+MAX_KERNEL_VOLUME = 2 ** 20        # columns of a neighbor map (kernels/ops/op_args.h)
+
+
 def per_axis(name: str, value: IntOrSeq, ndim: int, minimum: int) -> Tuple[int, ...]:
-    """Expands an int to ``ndim`` values and checks each is an int >= minimum."""
+    """Expands an int to ``ndim`` values and checks each is an int in [minimum, 2^31 - 1]."""
     values = tuple(value) if isinstance(value, (list, tuple)) else (value,) * ndim
     if len(values) != ndim:
         raise ValueError(f"{name}: expected an int or {ndim} values (one per spatial axis), got {value!r}")
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
             raise ValueError(f"{name}: expected integers >= {minimum}, got {value!r}")
+        if v > MAX_GEOMETRY_VALUE:
+            raise ValueError(f"{name}: expected integers <= 2^31 - 1 (coordinates are int32), got {value!r}")
     return values
+
+
+def kernel_volume(kernel_size: Tuple[int, ...]) -> int:
+    volume = math.prod(kernel_size)
+    if volume > MAX_KERNEL_VOLUME:
+        raise ValueError(f"kernel_size: {list(kernel_size)} has {volume} offsets, more than the "
+                         f"{MAX_KERNEL_VOLUME} a neighbor map supports")
+    return volume
 
 
 def spatial_shape(value: Sequence[int]) -> list:

@@ -134,3 +134,13 @@ def test_indice_key_misuse_names_the_key():
            lambda: mx_sparse.SparseInverseConv3d(2, 2, 2, indice_key="down")(y))
     raises(r"indice_key 'down': input voxels differ", lambda: mx_sparse.SparseInverseConv3d(2, 2, 3, indice_key="down")(x))
     raises(r"indice_key: an inverse convolution needs", lambda: mx_sparse.SparseInverseConv3d(2, 2, 3))
+
+
+def test_gather_mm_nbr_t_rows_are_checked_where_autograd_uses_them():
+    """The forward does not read nbr_t (inference passes nbr there); the input gradient runs on it,
+    so backward checks its rows and names it."""
+    x = torch.randn(3, 2, requires_grad=True)
+    w = torch.randn(2, 2, 2)
+    nbr = torch.tensor([[0, 1], [2, -1]], dtype=torch.int32)
+    y = F.gather_mm(x, w, nbr, nbr, 1)   # nbr (2 rows) in place of the 3-row transpose
+    raises(r"nbr_t: expected one row per input row \(3\) for the input gradient, got 2", lambda: y.sum().backward())

@@ -133,6 +133,20 @@ void channel_stats(const S* px, int64_t n, int64_t c, std::vector<double>& mean,
     rows.add_squared_deviations(px, mean_t.data(), c, r0, r1, acc);
   });
   for (int64_t j = 0; j < c; ++j) var[j] = sq[j] / double(n);
+  // float accumulators overflow for |x| beyond ~1e19 (squares past FLT_MAX), where torch's
+  // float32 batch_norm gives 0 for every row; such a channel (or one holding Inf/NaN) is
+  // taken again in double, serially: rare, and exact where the data is finite
+  for (int64_t j = 0; j < c; ++j) {
+    if (std::isfinite(mean[j]) && std::isfinite(var[j])) continue;
+    double s = 0, q = 0;
+    for (int64_t r = 0; r < n; ++r) s += load<double>(px[r * c + j]);
+    mean[j] = s / double(n);
+    for (int64_t r = 0; r < n; ++r) {
+      const double d = load<double>(px[r * c + j]) - mean[j];
+      q += d * d;
+    }
+    var[j] = q / double(n);
+  }
 }
 
 // y = max(x * scale + shift, 0); scale and shift are compute-dtype tensors.
@@ -253,7 +267,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
     blend_into(running_var, unbiased, momentum, "running_var");
   } else {
     TORCH_CHECK_VALUE(running_mean.has_value() && running_var.has_value(),
-                      "running_mean, running_var: expected both without batch statistics");
+                      "running_mean, running_var: expected both when batch_stats is false (normalising with "
+                      "the running statistics)");
     mean = channel_values(running_mean, c, 0.0, "running_mean");
     var = channel_values(running_var, c, 0.0, "running_var");
   }

@@ -123,7 +123,10 @@ void backward_dx(const S* x, const S* dy, const T* scale, const T* shift, const 
     for (int64_t j = 0; j < c; ++j) {
       const T xv = load<T>(x[r * c + j]), dyv = load<T>(dy[r * c + j]);
       const T g = scale_shift_relu_value(xv, scale[j], shift[j]) > T(0) ? dyv : T(0);
-      dx[r * c + j] = store<S>(k_g[j] * g + k_x[j] * (xv - mean[j]) + k_0[j]);
+      // k_x is 0 with running statistics: the term then vanishes even for a NaN input, whose
+      // gradient torch's modules give as 0 (the ReLU mask is false)
+      const T centred = k_x[j] == T(0) ? T(0) : k_x[j] * (xv - mean[j]);
+      dx[r * c + j] = store<S>(k_g[j] * g + centred + k_0[j]);
     }
 }
 

@@ -67,8 +67,13 @@ struct Range {
 };
 
 #ifdef __linux__
+// A segment of the usual size is address space only (MAP_NORESERVE: pages count when
+// touched). A request larger than that gets a segment the kernel accounts for in full, as
+// malloc's would be, so that one the machine cannot hold fails here (an exception) instead
+// of being granted and then killing the process when its pages are touched.
 char* reserve(size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const int lazy = bytes <= kSegmentBytes ? MAP_NORESERVE : 0;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | lazy, -1, 0);
   return p == MAP_FAILED ? nullptr : static_cast<char*>(p);
 }
 void unreserve(char* p, size_t bytes) { munmap(p, bytes); }

@@ -534,7 +534,7 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   const Grid grid = make_grid(spatial_shape, batch_size);
   check_indices(indices_in, grid.ndim);
   const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, padding, dilation);
-  const Grid out_grid = conv_output_grid(grid, geo, spatial_shape);
+  const Grid out_grid = conv_output_grid(grid, geo, spatial_shape, batch_size);
   const at::Tensor indices = indices_in.contiguous();
   const int64_t n = indices.size(0), kvol = kernel_volume(geo);
   check_row_count(n);
@@ -568,27 +568,57 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   return {out_indices, nbr};
 }
 
+// Error path of transpose_map: finds the lowest row naming an (input row, offset) that an
+// earlier row names too, serially, and raises.
+[[noreturn]] void report_named_twice(const int32_t* src, int64_t m, int64_t kvol) {
+  std::vector<std::pair<int64_t, int64_t>> seen;  // (input row * kvol + k, map row)
+  seen.reserve(m * kvol);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t k = 0; k < kvol; ++k)
+      if (src[r * kvol + k] >= 0) seen.emplace_back(int64_t(src[r * kvol + k]) * kvol + k, r);
+  std::stable_sort(seen.begin(), seen.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  int64_t row = INT64_MAX, first = -1, cell = -1;
+  for (size_t j = 1; j < seen.size(); ++j)
+    if (seen[j].first == seen[j - 1].first && seen[j].second < row)
+      row = seen[j].second, first = seen[j - 1].second, cell = seen[j].first;
+  TORCH_CHECK_VALUE(false, "nbr: rows ", first, " and ", row, " both name input row ", cell / kvol, " at offset ",
+                    cell % kvol, "; a neighbor map names each (input row, offset) at most once");
+}
+
 at::Tensor transpose_map_cpu(const at::Tensor& nbr_in, int64_t num_rows) {
   check_map(nbr_in, "nbr");
   TORCH_CHECK_VALUE(num_rows >= 0 && num_rows < INT32_MAX, "num_rows: expected 0 <= num_rows < 2^31 - 1, got ",
                     num_rows);
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), kvol = nbr.size(1);
+  check_row_count(m);
   at::Tensor t = empty_cpu({num_rows, kvol}, nbr.options()).fill_(kNoNeighbor);
   const int32_t* src = nbr.data_ptr<int32_t>();
   int32_t* dst = t.data_ptr<int32_t>();
   FirstBadRow bad;
+  std::atomic<int64_t> named_twice{0};
   at::parallel_for(0, m, kRowGrain, [&](int64_t b, int64_t e) {
+    int64_t twice = 0;
     for (int64_t r = b; r < e; ++r)
       for (int64_t k = 0; k < kvol; ++k) {
         const int32_t i = src[r * kvol + k];
         if (i == kNoNeighbor) continue;
-        if (i < 0 || i >= num_rows) bad.report(r);
-        else dst[int64_t(i) * kvol + k] = static_cast<int32_t>(r);
+        if (i < 0 || i >= num_rows) {
+          bad.report(r);
+          continue;
+        }
+        int32_t& cell = dst[int64_t(i) * kvol + k];
+        twice += cell != kNoNeighbor;  // an earlier row of this chunk (or another) named (i, k) already
+        cell = static_cast<int32_t>(r);
       }
+    named_twice += twice;
   });
   TORCH_CHECK_VALUE(!bad.any(), "nbr: row ", bad.row.load(), " holds an input row outside [0, num_rows=",
                     num_rows, ")");
+  // A map names each (input row, offset) at most once (the builders' maps do); otherwise no
+  // transpose exists. Two chunks writing the same cell at the same instant could both miss
+  // it, but chunks of one map cannot share a cell unless it is already broken this way.
+  if (named_twice.load() > 0) report_named_twice(src, m, kvol);
   return t;
 }
 

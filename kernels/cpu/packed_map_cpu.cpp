@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "../common/mxs_qualifiers.h"  // kNoNeighbor
+#include "../ops/op_args.h"            // kMaxKernelVolume
 #include "large_tensor_pool.h"
 #include "portable_switch.h"
 
@@ -190,7 +191,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pack_map_cpu(const at::Tensor& nb
 
 at::Tensor unpack_map_cpu(const at::Tensor& mask_in, const at::Tensor& values_in, const at::Tensor& starts_in,
                           int64_t kvol) {
-  TORCH_CHECK_VALUE(kvol > 0, "kvol: expected a positive kernel volume, got ", kvol);
+  TORCH_CHECK_VALUE(kvol > 0 && kvol <= kMaxKernelVolume, "kvol: expected a kernel volume in [1, ", kMaxKernelVolume,
+                    "], got ", kvol);
   TORCH_CHECK_VALUE(mask_in.dim() == 2 && mask_in.scalar_type() == at::kShort && mask_in.size(1) == mask_words(kvol),
                     "mask: expected int16 [M, ", mask_words(kvol), "] for kvol=", kvol, ", got ",
                     mask_in.scalar_type(), " ", mask_in.sizes());
@@ -210,6 +212,13 @@ at::Tensor unpack_map_cpu(const at::Tensor& mask_in, const at::Tensor& values_in
   for (int64_t b = 0; b < nblocks; ++b)
     TORCH_CHECK_VALUE(start[b] <= start[b + 1], "block_starts: expected non-decreasing, got ", start[b], " then ",
                       start[b + 1], " at block ", b);
+  // lanes past kvol in each row's last word must be clear (pack_map never sets them); the two
+  // unpack loops would count them differently
+  const int64_t words = mask_words(kvol);
+  const uint16_t spare = uint16_t(~lanes_below(kvol - (words - 1) * kLanes));
+  for (int64_t r = 0; r < m && spare != 0; ++r)
+    TORCH_CHECK_VALUE((bits[r * words + words - 1] & spare) == 0, "mask: row ", r,
+                      " sets bits past kvol=", kvol, " (offsets that do not exist)");
   at::Tensor nbr = empty_cpu({m, kvol}, values.options());
   int32_t* dst = nbr.data_ptr<int32_t>();
   std::atomic<int64_t> first_bad{INT64_MAX};

@@ -46,25 +46,37 @@ at::Tensor call_backprop_filter(const at::Tensor& x, const at::Tensor& dy, const
   return op.call(x, dy, maps.nbr, maps.nbr_t, groups, maps.symmetric);
 }
 
-at::Tensor call_transpose_map(const at::Tensor& nbr, int64_t num_rows) {
+at::Tensor call_transpose_map(const at::Tensor& nbr, const c10::SymInt& num_rows) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mx_sparse::transpose_map", "")
-                       .typed<at::Tensor(const at::Tensor&, int64_t)>();
+                       .typed<at::Tensor(const at::Tensor&, c10::SymInt)>();
   return op.call(nbr, num_rows);
 }
 
 // [K, Cin/G, Cout] -> [K, Cout/G, Cin]: per group, each W[k] block transposed.
+// Sizes are read as SymInts here and below: under torch.compile (AOTAutograd
+// traces this backward with fake tensors) a voxel count is symbolic, and
+// size() would specialise or fail on it.
 at::Tensor transpose_grouped(const at::Tensor& w, int64_t groups) {
-  const int64_t k = w.size(0), cin_g = w.size(1), cout_g = w.size(2) / groups;
-  return w.view({k, cin_g, groups, cout_g}).permute({0, 3, 2, 1}).reshape({k, cout_g, groups * cin_g});
+  const c10::SymInt k = w.sym_size(0), cin_g = w.sym_size(1), cout_g = w.sym_size(2) / groups;
+  return w.view_symint({k, cin_g, groups, cout_g})
+      .permute({0, 3, 2, 1})
+      .reshape_symint({k, cout_g, cin_g * groups});
 }
 
 // sum_k g[nbr_t[i, k]] @ w[k]^T for the num_rows input rows i: the input
 // gradient of gather_mm(., w, nbr, nbr_t).
-at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPair& maps, int64_t num_rows,
+at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPair& maps, const c10::SymInt& num_rows,
                           int64_t groups) {
   const at::Tensor wt = transpose_grouped(w, groups);
-  if (maps.nbr_t.has_value()) return call_gather_mm(g, wt, *maps.nbr_t, maps.nbr, groups, false);
+  if (maps.nbr_t.has_value()) {
+    // the forward does not read nbr_t (callers without autograd pass any map there); here its
+    // rows are the input gradient's
+    TORCH_CHECK_VALUE(maps.nbr_t->sym_size(0).sym_eq(num_rows).expect_true(__FILE__, __LINE__),
+                      "nbr_t: expected one row per input row (", num_rows, ") for the input gradient, got ",
+                      maps.nbr_t->sym_size(0));
+    return call_gather_mm(g, wt, *maps.nbr_t, maps.nbr, groups, false);
+  }
   if (maps.symmetric) return call_gather_mm(g, wt.flip(0), maps.nbr, std::nullopt, groups, true);
   return call_gather_mm(g, wt, call_transpose_map(maps.nbr, num_rows), maps.nbr, groups, false);
 }
@@ -92,7 +104,7 @@ class GatherMm : public torch::autograd::Function<GatherMm> {
     const int64_t groups = ctx->saved_data["groups"].toInt();
     const MapPair maps = saved_maps(ctx, saved);
     const at::Tensor& dy = grads[0];
-    const int64_t num_rows = saved[0].size(0);
+    const c10::SymInt num_rows = saved[0].sym_size(0);
     at::Tensor dx, dw;
     if (ctx->needs_input_grad(1)) dw = call_backprop_filter(saved[0], dy, maps, groups);
     // The weight gradient first, then x goes: x may have been recomputed for this backward (a
@@ -119,7 +131,7 @@ class BackpropFilter : public torch::autograd::Function<BackpropFilter> {
     const MapPair maps = saved_maps(ctx, saved);
     const at::Tensor& gw = grads[0];
     at::Tensor dx, ddy;
-    if (ctx->needs_input_grad(0)) dx = input_gradient(saved[1], gw, maps, saved[0].size(0), groups);
+    if (ctx->needs_input_grad(0)) dx = input_gradient(saved[1], gw, maps, saved[0].sym_size(0), groups);
     if (ctx->needs_input_grad(1)) ddy = call_gather_mm(saved[0], gw, maps.nbr, maps.nbr_t, groups, maps.symmetric);
     return {dx, ddy, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }

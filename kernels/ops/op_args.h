@@ -38,13 +38,22 @@ inline Grid make_grid(c10::IntArrayRef spatial_shape, int64_t batch_size) {
   return g;
 }
 
+// Geometry values are at most 2^31 - 1, like the int32 coordinates they act on: larger
+// ones describe no int32 grid, and this bound keeps every offset (kernel position x
+// dilation) and output extent within int64 arithmetic.
+constexpr int64_t kMaxGeometryValue = 0x7fffffffLL;
+// Columns of a neighbor map (kernel offsets). 2^20 is far beyond any kernel in use
+// (7x7x7 = 343) and still bounds the map a builder allocates to 4 MiB per voxel; it also
+// keeps the product of kernel_size from overflowing.
+constexpr int64_t kMaxKernelVolume = int64_t(1) << 20;
+
 inline void fill_axis_arg(const char* name, c10::IntArrayRef v, int ndim, int64_t min_value,
                           int64_t* out) {
   TORCH_CHECK_VALUE(static_cast<int>(v.size()) == ndim, name, ": expected ", ndim,
                     " values (one per spatial axis), got ", list_str(v));
   for (int d = 0; d < ndim; ++d) {
-    TORCH_CHECK_VALUE(v[d] >= min_value, name, ": expected every value >= ", min_value, ", got ",
-                      list_str(v));
+    TORCH_CHECK_VALUE(v[d] >= min_value && v[d] <= kMaxGeometryValue, name, ": expected every value in [",
+                      min_value, ", 2^31 - 1], got ", list_str(v));
     out[d] = v[d];
   }
 }
@@ -57,18 +66,37 @@ inline ConvGeometry make_geometry(int ndim, c10::IntArrayRef kernel_size, c10::I
   fill_axis_arg("stride", stride, ndim, 1, g.stride);
   fill_axis_arg("padding", padding, ndim, 0, g.padding);
   fill_axis_arg("dilation", dilation, ndim, 1, g.dilation);
+  int64_t volume = 1;
+  for (int d = 0; d < ndim; ++d) {
+    TORCH_CHECK_VALUE(g.kernel[d] <= kMaxKernelVolume / volume, "kernel_size: ", list_str(kernel_size),
+                      " has more than ", kMaxKernelVolume, " offsets (the columns of a neighbor map)");
+    volume *= g.kernel[d];
+  }
   return g;
 }
 
+// Output grid of a strided conv: every axis non-empty and within int32 coordinates.
 inline Grid conv_output_grid(const Grid& in, const ConvGeometry& g, c10::IntArrayRef spatial_shape) {
   Grid out;
   out.ndim = in.ndim;
   for (int d = 0; d < in.ndim; ++d) {
     out.shape[d] = conv_out_extent(in.shape[d], g.kernel[d], g.stride[d], g.padding[d], g.dilation[d]);
     TORCH_CHECK_VALUE(out.shape[d] >= 1, "spatial_shape: the convolution output is empty on axis ", d,
-                      " (input ", list_str(spatial_shape), ", kernel ", g.kernel[d], ", stride ",
-                      g.stride[d], ", padding ", g.padding[d], ", dilation ", g.dilation[d], ")");
+                      " (spatial_shape ", list_str(spatial_shape), ", kernel_size ", g.kernel[d], ", stride ",
+                      g.stride[d], ", padding ", g.padding[d], ", dilation ", g.dilation[d], " on that axis)");
+    TORCH_CHECK_VALUE(out.shape[d] <= kMaxGeometryValue, "padding: the convolution output has ", out.shape[d],
+                      " cells on axis ", d, ", more than int32 coordinates address (spatial_shape ",
+                      list_str(spatial_shape), ", padding ", g.padding[d], ", stride ", g.stride[d], ")");
   }
+  return out;
+}
+
+// The same, and every output voxel key (batch x output grid) within int64.
+inline Grid conv_output_grid(const Grid& in, const ConvGeometry& g, c10::IntArrayRef spatial_shape,
+                             int64_t batch_size) {
+  const Grid out = conv_output_grid(in, g, spatial_shape);
+  TORCH_CHECK_VALUE(grid_fits_int64(out, batch_size), "batch_size, padding: batch_size (", batch_size,
+                    ") x the convolution's output grid exceeds the int64 voxel-key range");
   return out;
 }
 
@@ -95,6 +123,7 @@ inline void check_gather_operands(const at::Tensor& features, const at::Tensor& 
   check_map(*nbr_t, "nbr_t");
   TORCH_CHECK_VALUE(nbr_t->size(1) == nbr.size(1), "nbr_t: expected ", nbr.size(1),
                     " kernel offsets like nbr, got ", nbr_t->size(1));
+
 }
 
 }  // namespace mxs

@@ -18,7 +18,9 @@ TORCH_LIBRARY(mx_sparse, m) {
   m.def("build_conv_map(Tensor indices, int[] spatial_shape, int batch_size, "
         "int[] kernel_size, int[] stride, int[] padding, int[] dilation) -> (Tensor, Tensor)");
   // nbr_t[i, k] = m where nbr[m, k] = i (each (i, k) has at most one m).
-  m.def("transpose_map(Tensor nbr, int num_rows) -> Tensor");
+  // num_rows is a SymInt so that torch.compile keeps a voxel count symbolic
+  // (an int argument would specialise the graph to it); kernels take int64_t.
+  m.def("transpose_map(Tensor nbr, SymInt num_rows) -> Tensor");
   // A map reduced to its present entries (CPU), for keeping maps between uses:
   // mask [M, ceil(K/16)] int16, bit j of mask[m, w] set where nbr[m, 16w + j] >= 0;
   // values [P] int32, those entries in row-major order; block_starts int64, the

@@ -6,6 +6,7 @@ from functools import partial
 import torch
 from torch import nn
 
+from ..compile_support import check_batch_norm_rows
 from ..conv import SparseConv3d, SparseInverseConv3d, SubMConv3d
 from ..modules import SparseModule, SparseSequential, bn_relu
 
@@ -66,6 +67,7 @@ class SparseBasicBlock(SparseModule):
         out = self.conv1(x)
         out = out.replace_feature(bn_relu(out.features, self.bn1, self.relu))
         out = self.conv2(out)
+        check_batch_norm_rows(self.bn2, out.features)
         return out.replace_feature(self.relu(self.bn2(out.features) + x.features))
 
 

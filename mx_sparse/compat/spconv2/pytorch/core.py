@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from ....indice_data import IndiceData  # noqa: F401  (spconv.pytorch.core.IndiceData)
+from ....serialization import allow
 from ....sparse_tensor import SparseConvTensor as _CoreTensor
 from ..core import ConvAlgo  # noqa: F401
 
@@ -105,3 +106,6 @@ class SparseConvTensor(_CoreTensor):
 
     def __repr__(self):
         return f"SparseConvTensor[shape={self.features.shape}]"
+
+
+allow(SparseConvTensor, ConvAlgo)   # loads under torch.load(weights_only=True) like the core class

@@ -1,0 +1,565 @@
+"""What the crash fuzz (fuzz_ops.py) needs of each ``torch.ops.mx_sparse`` op: ONE entry in
+SPECS per op, with
+
+- ``valid(data)``: draws small valid arguments (a dict by schema name) from hypothesis'
+  ``data``; the fuzz then damages some of them (fuzz_ops.py, from the schema's types);
+- ``reference(**args)``: the op's contract, written independently of the kernels (plain
+  loops, float64): returns the expected result, or raises ``Invalid(names)`` for an input the
+  op must reject with an error naming one of those arguments. It receives copies; for ops
+  that write into an argument it returns ``(result, {name: expected tensor after the call})``
+  via ``Mutates``.
+
+An op without an entry fails test_fuzz.py::test_every_op_has_a_fuzz_spec, so ops added to
+the schema get a spec (and a contract) before they merge.
+"""
+import math
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional
+
+import torch
+from hypothesis import strategies as st
+
+INT32_MAX = 2 ** 31 - 1
+INT64_MAX = 2 ** 63 - 1
+MAX_SPATIAL_DIMS = 4
+MAX_KERNEL_VOLUME = 2 ** 20   # kernels/ops/op_args.h
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+FEATURE_DTYPES_BN = (torch.float32, torch.float64, torch.bfloat16)
+ROWS_PER_BLOCK = 1024         # pack_map's format
+
+
+class Invalid(Exception):
+    """The input breaks the op's contract; the op must raise naming one of ``names``."""
+
+    def __init__(self, *names):
+        super().__init__(", ".join(names))
+        self.names = names
+
+
+@dataclass
+class Mutates:
+    """A result plus the expected final value of arguments the op writes into."""
+    result: object
+    written: Dict[str, torch.Tensor]
+
+
+@dataclass
+class Spec:
+    valid: Callable
+    reference: Callable
+    rtol: float = 1e-5   # relative to the sum of |terms| of each output element (see fuzz_ops.compare)
+
+
+def require(cond, *names):
+    if not cond:
+        raise Invalid(*names)
+
+
+class Violations:
+    """Checks that do not depend on each other: all are evaluated, and the op may report any
+    failing one first."""
+
+    def __init__(self):
+        self.names = []
+
+    def check(self, cond, *names):
+        if not cond:
+            self.names += [n for n in names if n not in self.names]
+
+    def settle(self):
+        require(not self.names, *self.names)
+
+
+def is_tensor(t):
+    return isinstance(t, torch.Tensor)
+
+
+def int_list(value, name, ndim, minimum, maximum=INT32_MAX):
+    require(isinstance(value, (list, tuple)) and len(value) == ndim, name, "spatial_shape")
+    require(all(isinstance(v, int) and minimum <= v <= maximum for v in value), name)
+    return list(value)
+
+
+# ---------------------------------------------------------------- voxel grids and maps
+
+def draw_grid(data, max_batch=2):
+    ndim = data.draw(st.integers(1, 3), label="ndim")
+    shape = [data.draw(st.integers(1, 5)) for _ in range(ndim)]
+    batch = data.draw(st.integers(1, max_batch))
+    cells = [(b, *c) for b in range(batch) for c in _cells(shape)]
+    n = data.draw(st.integers(0, min(len(cells), 24)))
+    rows = data.draw(st.permutations(cells))[:n]
+    indices = torch.tensor(rows, dtype=torch.int32).reshape(n, 1 + ndim)
+    return indices, shape, batch
+
+
+def _cells(shape):
+    if not shape:
+        yield ()
+        return
+    for c in range(shape[0]):
+        for rest in _cells(shape[1:]):
+            yield (c, *rest)
+
+
+def draw_map(data, m, n_in, kvol, allow_missing=True):
+    values = [data.draw(st.integers(-1 if allow_missing else 0, n_in - 1)) if n_in > 0 else -1
+              for _ in range(m * kvol)]
+    return torch.tensor(values, dtype=torch.int32).reshape(m, kvol)
+
+
+def check_grid(spatial_shape, batch_size):
+    require(isinstance(spatial_shape, (list, tuple)) and 1 <= len(spatial_shape) <= MAX_SPATIAL_DIMS, "spatial_shape")
+    require(all(isinstance(s, int) and s >= 1 for s in spatial_shape), "spatial_shape")
+    require(isinstance(batch_size, int) and batch_size >= 1, "batch_size")
+    require(batch_size * math.prod(spatial_shape) <= INT64_MAX, "spatial_shape", "batch_size")
+    return list(spatial_shape)
+
+
+def check_indices_layout(indices, ndim):
+    require(is_tensor(indices) and indices.dtype == torch.int32, "indices")
+    require(indices.dim() == 2 and indices.shape[1] == 1 + ndim, "indices", "spatial_shape")
+
+
+def check_indices(indices, shape, batch_size):
+    rows = [tuple(r) for r in indices.tolist()]
+    for r in rows:
+        require(0 <= r[0] < batch_size and all(0 <= c < s for c, s in zip(r[1:], shape)), "indices")
+    require(len(set(rows)) == len(rows), "indices")
+    return rows
+
+
+def check_kernel(kernel_size, ndim):
+    kernel = int_list(kernel_size, "kernel_size", ndim, 1)
+    require(math.prod(kernel) <= MAX_KERNEL_VOLUME, "kernel_size")
+    return kernel
+
+
+def kernel_positions(kernel):
+    return list(_cells(kernel))
+
+
+# ---------------------------------------------------------------- build_subm_map
+
+def valid_build_subm_map(data):
+    indices, shape, batch = draw_grid(data)
+    ndim = len(shape)
+    return dict(indices=indices, spatial_shape=shape, batch_size=batch,
+                kernel_size=[data.draw(st.integers(1, 3)) for _ in range(ndim)],
+                dilation=[data.draw(st.integers(1, 2)) for _ in range(ndim)])
+
+
+def ref_build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
+    shape = check_grid(spatial_shape, batch_size)
+    check_indices_layout(indices, len(shape))
+    kernel = check_kernel(kernel_size, len(shape))
+    dil = int_list(dilation, "dilation", len(shape), 1)
+    rows = check_indices(indices, shape, batch_size)
+    where = {r: i for i, r in enumerate(rows)}
+    out = torch.full((len(rows), math.prod(kernel)), -1, dtype=torch.int32)
+    for i, r in enumerate(rows):
+        for k, kp in enumerate(kernel_positions(kernel)):
+            nb = (r[0], *[c + (p - ks // 2) * d for c, p, ks, d in zip(r[1:], kp, kernel, dil)])
+            out[i, k] = where.get(nb, -1)
+    return out
+
+
+# ---------------------------------------------------------------- build_conv_map
+
+def valid_build_conv_map(data):
+    indices, shape, batch = draw_grid(data)
+    ndim = len(shape)
+    kernel = [data.draw(st.integers(1, 3)) for _ in range(ndim)]
+    dilation = [data.draw(st.integers(1, 2)) for _ in range(ndim)]
+    padding = [data.draw(st.integers(0, 2)) for _ in range(ndim)]
+    # keep every output axis non-empty: (s + 2p - d(k-1) - 1) >= 0
+    padding = [max(p, -(-(d * (k - 1) + 1 - s) // 2)) for p, k, d, s in zip(padding, kernel, dilation, shape)]
+    return dict(indices=indices, spatial_shape=shape, batch_size=batch, kernel_size=kernel,
+                stride=[data.draw(st.integers(1, 3)) for _ in range(ndim)], padding=padding, dilation=dilation)
+
+
+def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+    shape = check_grid(spatial_shape, batch_size)
+    ndim = len(shape)
+    check_indices_layout(indices, ndim)
+    kernel = check_kernel(kernel_size, ndim)
+    st_ = int_list(stride, "stride", ndim, 1)
+    pad = int_list(padding, "padding", ndim, 0)
+    dil = int_list(dilation, "dilation", ndim, 1)
+    out_shape = [(s + 2 * p - d * (k - 1) - 1) // t + 1 for s, k, t, p, d in zip(shape, kernel, st_, pad, dil)]
+    geometry = ("spatial_shape", "kernel_size", "stride", "padding", "dilation")
+    require(all(o >= 1 for o in out_shape), *geometry)
+    require(all(o <= INT32_MAX for o in out_shape), *geometry)            # int32 output coordinates
+    require(batch_size * math.prod(out_shape) <= INT64_MAX, *geometry, "batch_size")
+    rows = check_indices(indices, shape, batch_size)
+    contributions = {}
+    for i, r in enumerate(rows):
+        for k, kp in enumerate(kernel_positions(kernel)):
+            o = []
+            for c, p, t, pd, d, os_ in zip(r[1:], kp, st_, pad, dil, out_shape):
+                num = c + pd - p * d
+                if num < 0 or num % t or num // t >= os_:
+                    break
+                o.append(num // t)
+            else:
+                contributions.setdefault((r[0], *o), {})[k] = i
+    outs = sorted(contributions)
+    out_indices = torch.tensor(outs, dtype=torch.int32).reshape(len(outs), 1 + ndim)
+    nbr = torch.full((len(outs), math.prod(kernel)), -1, dtype=torch.int32)
+    for m, o in enumerate(outs):
+        for k, i in contributions[o].items():
+            nbr[m, k] = i
+    return out_indices, nbr
+
+
+# ---------------------------------------------------------------- transpose_map
+
+def check_map(nbr, name="nbr"):
+    require(is_tensor(nbr) and nbr.dtype == torch.int32 and nbr.dim() == 2, name)
+
+
+def valid_transpose_map(data):
+    m, num_rows, kvol = data.draw(st.integers(0, 12)), data.draw(st.integers(0, 12)), data.draw(st.integers(1, 5))
+    # a valid map names each (input row, offset) at most once: per column, a partial injection
+    cols = []
+    for _ in range(kvol):
+        targets = data.draw(st.permutations(list(range(num_rows)) + [-1] * m))[:m]
+        cols.append(targets)
+    nbr = torch.tensor(cols, dtype=torch.int32).T.reshape(m, kvol).contiguous()
+    return dict(nbr=nbr, num_rows=num_rows)
+
+
+def ref_transpose_map(nbr, num_rows):
+    check_map(nbr)
+    require(isinstance(num_rows, int) and 0 <= num_rows < INT32_MAX, "num_rows")
+    m, kvol = nbr.shape
+    out = torch.full((num_rows, kvol), -1, dtype=torch.int32)
+    for r, row in enumerate(nbr.tolist()):
+        for k, i in enumerate(row):
+            if i == -1:
+                continue
+            require(0 <= i < num_rows, "nbr")
+            require(out[i, k] == -1, "nbr")   # (input row, offset) named twice: no transpose exists
+            out[i, k] = r
+    return out
+
+
+# ---------------------------------------------------------------- pack_map / unpack_map
+
+def valid_pack_map(data):
+    m = data.draw(st.sampled_from([0, 1, 5, 17, ROWS_PER_BLOCK + 3]))
+    kvol = data.draw(st.sampled_from([1, 3, 16, 17, 27]))
+    density = data.draw(st.sampled_from([0.0, 0.3, 1.0]))
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 1000)))
+    nbr = torch.randint(0, 50, (m, kvol), generator=g, dtype=torch.int32)
+    nbr[torch.rand(m, kvol, generator=g) >= density] = -1
+    return dict(nbr=nbr)
+
+
+def packed_reference(nbr):
+    m, kvol = nbr.shape
+    words = (kvol + 15) // 16
+    mask = torch.zeros(m, words, dtype=torch.int32)
+    values = []
+    starts = [0]
+    for r, row in enumerate(nbr.tolist()):
+        for k, v in enumerate(row):
+            if v >= 0:
+                mask[r, k // 16] |= 1 << (k % 16)
+                values.append(v)
+        if (r + 1) % ROWS_PER_BLOCK == 0 or r == m - 1:
+            starts.append(len(values))
+    mask = torch.where(mask >= 2 ** 15, mask - 2 ** 16, mask).to(torch.int16)
+    return mask, torch.tensor(values, dtype=torch.int32), torch.tensor(starts, dtype=torch.int64)
+
+
+def ref_pack_map(nbr):
+    check_map(nbr)
+    require(bool((nbr >= -1).all()), "nbr")
+    return packed_reference(nbr)
+
+
+def valid_unpack_map(data):
+    nbr = valid_pack_map(data)["nbr"]
+    mask, values, starts = packed_reference(nbr)
+    return dict(mask=mask, values=values, block_starts=starts, kvol=nbr.shape[1])
+
+
+def ref_unpack_map(mask, values, block_starts, kvol):
+    require(isinstance(kvol, int) and 0 < kvol <= MAX_KERNEL_VOLUME, "kvol")
+    words = (kvol + 15) // 16
+    require(is_tensor(mask) and mask.dtype == torch.int16 and mask.dim() == 2 and mask.shape[1] == words, "mask")
+    m = mask.shape[0]
+    blocks = (m + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
+    require(is_tensor(values) and values.dtype == torch.int32 and values.dim() == 1, "values")
+    require(is_tensor(block_starts) and block_starts.dtype == torch.int64 and block_starts.dim() == 1
+            and block_starts.shape[0] == blocks + 1, "block_starts")
+    starts = block_starts.tolist()
+    require(starts[0] == 0 and starts[-1] == values.shape[0], "block_starts", "values")
+    require(all(a <= b for a, b in zip(starts, starts[1:])), "block_starts")
+    bits = mask.to(torch.int32) & 0xFFFF
+    spare = (1 << 16) - (1 << (kvol - 16 * (words - 1)))   # lanes past kvol in the last word
+    require(not bool((bits[:, -1] & spare).any()) if m else True, "mask")
+    out = torch.full((m, kvol), -1, dtype=torch.int32)
+    vals = values.tolist()
+    for b in range(blocks):
+        pos = starts[b]
+        for r in range(b * ROWS_PER_BLOCK, min(m, (b + 1) * ROWS_PER_BLOCK)):
+            for k in range(kvol):
+                if (bits[r, k // 16] >> (k % 16)) & 1:
+                    require(pos < starts[b + 1], "mask", "block_starts")
+                    out[r, k] = vals[pos]
+                    pos += 1
+        require(pos == starts[b + 1], "mask", "block_starts")
+    return out
+
+
+# ---------------------------------------------------------------- gather_mm and its filter gradient
+
+def draw_features(data, n, c, dtype):
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 10 ** 6)))
+    return (torch.randn(n, c, generator=g, dtype=torch.float64) * 2).to(dtype)
+
+
+def valid_gather(data, grad_instead_of_weight):
+    dtype = data.draw(st.sampled_from(FLOAT_DTYPES))
+    groups = data.draw(st.integers(1, 3))
+    cin, cout = groups * data.draw(st.integers(1, 4)), groups * data.draw(st.integers(1, 4))
+    n_in, m, kvol = data.draw(st.integers(0, 10)), data.draw(st.integers(0, 10)), data.draw(st.integers(1, 5))
+    nbr = draw_map(data, m, n_in, kvol)
+    args = dict(features=draw_features(data, n_in, cin, dtype), nbr=nbr,
+                nbr_t=data.draw(st.sampled_from([None, "transpose"])), groups=groups,
+                symmetric=data.draw(st.booleans()))
+    if args["nbr_t"] == "transpose":   # a map with duplicates has no transpose: give none
+        try:
+            args["nbr_t"] = ref_transpose_map(nbr, n_in)
+        except Invalid:
+            args["nbr_t"] = None
+    if grad_instead_of_weight:
+        args["grad"] = draw_features(data, m, cout, dtype)
+    else:
+        args["weight"] = draw_features(data, kvol * (cin // groups), cout, dtype).reshape(kvol, cin // groups, cout)
+    return args
+
+
+def check_gather(features, nbr, nbr_t, groups, other, other_name):
+    """The shared contract of gather_mm (other = weight) and its filter gradient (other = grad)."""
+    check_map(nbr)
+    require(is_tensor(features) and features.dim() == 2, "features")
+    require(isinstance(groups, int) and groups >= 1, "groups")
+    if nbr_t is not None:
+        check_map(nbr_t, "nbr_t")
+    require(features.dtype in FLOAT_DTYPES, "features")
+    require(is_tensor(other) and other.dtype == features.dtype, other_name)
+    require(other.dim() == (3 if other_name == "weight" else 2), other_name)
+    v = Violations()
+    if nbr_t is not None:
+        v.check(nbr_t.shape[1] == nbr.shape[1], "nbr_t", "nbr")
+        # (its rows matter only to autograd's input gradient, which checks them: not read here)
+    vals = nbr.reshape(-1)
+    v.check(bool(((vals >= -1) & (vals < features.shape[0])).all()), "nbr", "features")
+    if other_name == "weight":
+        v.check(other.shape[0] == nbr.shape[1], "weight", "nbr")
+        v.check(other.shape[1] * groups == features.shape[1], "weight", "groups", "features")
+        v.check(other.shape[2] % groups == 0, "weight", "groups")
+    else:
+        v.check(other.shape[0] == nbr.shape[0], "grad", "nbr")
+        v.check(features.shape[1] % groups == 0 and other.shape[1] % groups == 0, "groups", "features", "grad")
+    v.settle()
+
+
+def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric):
+    check_gather(features, nbr, nbr_t, groups, weight, "weight")
+    x, w = features.double(), weight.double()
+    m, kvol = nbr.shape
+    cin_g, cout = w.shape[1], w.shape[2]
+    cout_g = cout // groups
+    out, bound = torch.zeros(m, cout, dtype=torch.float64), torch.zeros(m, cout, dtype=torch.float64)
+    for r in range(m):
+        for k in range(kvol):
+            i = int(nbr[r, k])
+            if i < 0:
+                continue
+            for g in range(groups):
+                a, b = x[i, g * cin_g:(g + 1) * cin_g], w[k, :, g * cout_g:(g + 1) * cout_g]
+                out[r, g * cout_g:(g + 1) * cout_g] += a @ b
+                bound[r, g * cout_g:(g + 1) * cout_g] += a.abs() @ b.abs()
+    return Bounded(out.to(features.dtype), bound)
+
+
+def ref_gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric):
+    check_gather(features, nbr, nbr_t, groups, grad, "grad")
+    x, dy = features.double(), grad.double()
+    kvol = nbr.shape[1]
+    cin_g, cout = x.shape[1] // groups, dy.shape[1]
+    cout_g = cout // groups
+    dw, bound = torch.zeros(kvol, cin_g, cout, dtype=torch.float64), torch.zeros(kvol, cin_g, cout, dtype=torch.float64)
+    for r in range(nbr.shape[0]):
+        for k in range(kvol):
+            i = int(nbr[r, k])
+            if i < 0:
+                continue
+            for g in range(groups):
+                a, b = x[i, g * cin_g:(g + 1) * cin_g], dy[r, g * cout_g:(g + 1) * cout_g]
+                dw[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a, b)
+                bound[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a.abs(), b.abs())
+    return Bounded(dw.to(features.dtype), bound)
+
+
+@dataclass
+class Bounded:
+    """An expected floating-point result and, per element, the sum of |terms| it adds up
+    (the scale of the rounding error of any summation order); ``precision``: the dtype whose
+    rounding the result carries, when it is not the output's own (float64 statistics of
+    float32 data)."""
+    value: torch.Tensor
+    bound: torch.Tensor
+    precision: Optional[torch.dtype] = None
+
+
+# ---------------------------------------------------------------- BatchNorm + ReLU
+
+def check_bn_input(input):
+    require(is_tensor(input) and input.dim() == 2 and input.dtype in FEATURE_DTYPES_BN, "input")
+    return input.shape[1]
+
+
+def channel(t, c, name, optional=False, any_real_dtype=False):
+    if t is None:
+        require(optional, name)
+        return None
+    require(is_tensor(t) and t.dim() == 1, name)
+    require(t.shape[0] == c, name, "input")   # either side of a mismatch may be the one named
+    require(t.dtype in FEATURE_DTYPES_BN or (any_real_dtype and not t.is_complex()), name)
+    return t.double()
+
+
+def same_channels(c, **vectors):
+    """Every given [C] vector matches the input's C; a mismatch may be reported on any of them."""
+    wrong = [n for n, t in vectors.items() if is_tensor(t) and t.dim() == 1 and t.shape[0] != c]
+    require(not wrong, *wrong, "input")
+
+
+def compute_dtype(dtype):
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def valid_batch_norm_relu_forward(data):
+    dtype = data.draw(st.sampled_from(FEATURE_DTYPES_BN))
+    n, c = data.draw(st.integers(1, 9)), data.draw(st.integers(1, 5))
+    vec = lambda: draw_features(data, 1, c, dtype).reshape(c)  # noqa: E731
+    affine, running = data.draw(st.booleans()), data.draw(st.booleans())
+    batch_stats = data.draw(st.booleans()) or not running
+    return dict(input=draw_features(data, n, c, dtype), weight=vec() if affine else None,
+                bias=vec() if affine else None, running_mean=vec() if running else None,
+                running_var=vec().abs() + 0.5 if running else None, batch_stats=batch_stats,
+                momentum=data.draw(st.sampled_from([0.1, 0.0, 1.0])), eps=data.draw(st.sampled_from([1e-5, 1e-3])))
+
+
+def ref_batch_norm_relu_forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
+    c = check_bn_input(input)
+    same_channels(c, weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
+    gamma = channel(weight, c, "weight", optional=True)
+    beta = channel(bias, c, "bias", optional=True)
+    rm = channel(running_mean, c, "running_mean", optional=True)
+    rv = channel(running_var, c, "running_var", optional=True)
+    x = input.double()
+    n = x.shape[0]
+    written = {}
+    if batch_stats:
+        require(n > 0, "input")
+        mean, var = x.mean(0), x.var(0, unbiased=False)
+        unbiased = var * (n / (n - 1) if n > 1 else 1.0)
+        if rm is not None:
+            written["running_mean"] = ((1 - momentum) * rm + momentum * mean).to(running_mean.dtype)
+        if rv is not None:
+            written["running_var"] = ((1 - momentum) * rv + momentum * unbiased).to(running_var.dtype)
+    else:
+        require(rm is not None and rv is not None, "running_mean", "running_var")
+        mean, var = rm, rv
+    invstd = 1 / torch.sqrt(var + eps)
+    scale = (gamma if gamma is not None else 1) * invstd
+    shift = (beta if beta is not None else 0) - mean * scale
+    y = torch.relu(x * scale + shift)   # relu keeps NaN, as the kernel does
+    held = compute_dtype(input.dtype)
+    # error scales: statistics of rounded data lose relative precision as var shrinks against mean^2
+    # (batch statistics only; running statistics are exact inputs)
+    ratio = ((x * x).mean(0) / (var + eps)) if batch_stats else torch.ones_like(invstd)
+    mean_b = x.abs().mean(0) if batch_stats else mean.abs()
+    scale_b = scale.abs() * ratio
+    shift_b = (beta.abs() if beta is not None else 0) + mean_b * scale.abs() + mean.abs() * scale_b
+    p = input.dtype if batch_stats else None
+    result = (Bounded(y.to(input.dtype), x.abs() * scale_b + shift_b, precision=held if p else None),
+              Bounded(mean, mean_b, precision=p), Bounded(invstd, invstd.abs() * ratio, precision=p),
+              Bounded(scale.to(held), scale_b, precision=p), Bounded(shift.to(held), shift_b, precision=p))
+    return Mutates(result, written)
+
+
+def valid_scale_shift_relu(data):
+    dtype = data.draw(st.sampled_from(FEATURE_DTYPES_BN))
+    n, c = data.draw(st.integers(0, 9)), data.draw(st.integers(1, 5))
+    held = compute_dtype(dtype)
+    return dict(input=draw_features(data, n, c, dtype), scale=draw_features(data, 1, c, held).reshape(c),
+                shift=draw_features(data, 1, c, held).reshape(c))
+
+
+def ref_scale_shift_relu(input, scale, shift):
+    c = check_bn_input(input)
+    same_channels(c, scale=scale, shift=shift)
+    held = compute_dtype(input.dtype)
+    s = channel(scale, c, "scale", any_real_dtype=True).to(held).double()
+    b = channel(shift, c, "shift", any_real_dtype=True).to(held).double()
+    x = input.double()
+    return Bounded(torch.relu(x * s + b).to(input.dtype), x.abs() * s.abs() + b.abs())
+
+
+def valid_batch_norm_relu_backward(data):
+    fwd = valid_batch_norm_relu_forward(data)
+    fwd["batch_stats"] = fwd["batch_stats"] and fwd["input"].shape[0] > 0
+    _, mean, invstd, scale, shift = (b.value for b in ref_batch_norm_relu_forward(**fwd).result)
+    x = fwd["input"]
+    return dict(grad=draw_features(data, x.shape[0], x.shape[1], x.dtype), input=x, mean=mean, invstd=invstd,
+                weight=fwd["weight"], scale=scale, shift=shift, batch_stats=fwd["batch_stats"])
+
+
+def ref_batch_norm_relu_backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
+    c = check_bn_input(input)
+    require(is_tensor(grad) and not grad.is_complex(), "grad")
+    require(grad.shape == input.shape, "grad", "input")
+    same_channels(c, mean=mean, invstd=invstd, weight=weight, scale=scale, shift=shift)
+    mu, inv = channel(mean, c, "mean"), channel(invstd, c, "invstd")
+    gamma = channel(weight, c, "weight", optional=True)
+    held = compute_dtype(input.dtype)
+    s = channel(scale, c, "scale").to(held).double()
+    b = channel(shift, c, "shift").to(held).double()
+    x = input.double()
+    dy = grad.to(input.dtype).double()
+    g = torch.where(x.to(held).double() * s + b > 0, dy, torch.zeros_like(dy))
+    xhat = (x - mu) * inv
+    dbeta, dgamma = g.sum(0), (g * xhat).sum(0)
+    a = (gamma if gamma is not None else torch.ones(c, dtype=torch.float64)) * inv
+    n = x.shape[0]
+    dx = a * (g - dbeta / n - xhat * dgamma / n) if batch_stats else a * g
+    scale_dx = a.abs() * (g.abs() + g.abs().sum(0) / max(n, 1) + xhat.abs() * (g * xhat).abs().sum(0) / max(n, 1))
+    return (Bounded(dx.to(input.dtype), scale_dx), Bounded(dgamma.to(input.dtype), (g * xhat).abs().sum(0)),
+            Bounded(dbeta.to(input.dtype), g.abs().sum(0)))
+
+
+# ---------------------------------------------------------------- the table
+
+SPECS: Dict[str, Spec] = {
+    "build_subm_map": Spec(valid_build_subm_map, ref_build_subm_map),
+    "build_conv_map": Spec(valid_build_conv_map, ref_build_conv_map),
+    "transpose_map": Spec(valid_transpose_map, ref_transpose_map),
+    "pack_map": Spec(valid_pack_map, ref_pack_map),
+    "unpack_map": Spec(valid_unpack_map, ref_unpack_map),
+    "gather_mm": Spec(lambda d: valid_gather(d, False), ref_gather_mm),
+    "gather_mm_backprop_filter": Spec(lambda d: valid_gather(d, True), ref_gather_mm_backprop_filter),
+    "batch_norm_relu_forward": Spec(valid_batch_norm_relu_forward, ref_batch_norm_relu_forward),
+    "scale_shift_relu": Spec(valid_scale_shift_relu, ref_scale_shift_relu),
+    "batch_norm_relu_backward": Spec(valid_batch_norm_relu_backward, ref_batch_norm_relu_backward),
+}
+
+
+def spec_for(op_name: str) -> Optional[Spec]:
+    return SPECS.get(op_name)
