@@ -112,11 +112,40 @@ def layer_dtype(layer, a):
     return layer.to(a["features"].dtype) if a["features"].is_floating_point() else layer
 
 
+def cropped_grid(kind, indices, shape, a):
+    """(indices, shape) of the smallest grid that gives the same outputs: a valid spatial_shape
+    may be 2^31 - 1 per axis, and the dense reference must not allocate it. Submanifold outputs
+    see only the voxels' bounding box; a strided conv's grid is shifted by a multiple of its
+    stride (output j becomes j - m), starting at or below the first voxel and below the first
+    window that reaches one, and ending past the last window that reaches one."""
+    if indices.shape[0] == 0:   # no outputs: any grid as valid as the given one
+        if kind == "subm":
+            return indices, [1] * len(shape)
+        return indices, [min(s, (k - 1) * d + 1) for s, k, d in zip(shape, a["kernel_size"], a["dilation"])]
+    lo, hi = indices[:, 1:].min(0).values.tolist(), indices[:, 1:].max(0).values.tolist()
+    shifts, cropped = [], []
+    for axis, s in enumerate(shape):
+        if kind == "subm":
+            shifts.append(lo[axis])
+            cropped.append(hi[axis] - lo[axis] + 1)
+            continue
+        k, t, p, d = (a[name][axis] for name in ("kernel_size", "stride", "padding", "dilation"))
+        # m * t <= lo keeps every voxel; outputs below m have windows ending below lo
+        shift = max(0, min(lo[axis] // t, (lo[axis] + p - (k - 1) * d) // t)) * t
+        shifts.append(shift)
+        cropped.append(min(s - shift, hi[axis] - shift + (k - 1) * d + t + 1))
+    moved = indices.clone()
+    moved[:, 1:] -= torch.tensor(shifts, dtype=indices.dtype)
+    return moved, cropped
+
+
 def reference(kind, x, y_layer, down, a):
     # samples are independent: the dense grids need only the batches that hold voxels (a valid
-    # batch_size may be 2^62)
-    shape, groups = a["spatial_shape"], a["groups"]
+    # batch_size may be 2^62) and the cells around them (cropped_grid)
+    groups = a["groups"]
     batch = int(x.indices[:, 0].max()) + 1 if x.indices.shape[0] else 1
+    indices, shape = cropped_grid(kind, x.indices.long(), a["spatial_shape"], a)
+    x = mx_sparse.SparseConvTensor(x.features, indices, shape, batch)
     feats = x.features.double()
     if kind == "subm":
         w = y_layer.weight.double()

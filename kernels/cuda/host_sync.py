@@ -6,7 +6,7 @@ every op on fake CUDA tensors and compares the reads it makes with that list:
 
   build_subm_map          1  value checks (coordinate range, batch index, duplicates)
   build_conv_map          1  value checks + number of output voxels, in one read
-  transpose_map           1  map entries within [-1, num_rows)
+  transpose_map           1  map entries within [-1, num_rows), each (input row, offset) once
   pack_map                1  entries >= -1 + number of present entries, in one read
   unpack_map              1  block_starts consistent with the mask
   gather_mm, _filter      0  (a bad map entry is a device-side assertion)

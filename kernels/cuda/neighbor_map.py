@@ -93,6 +93,7 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     op_args.indices(indices, ndim)
     kernel = op_args.per_axis("kernel_size", kernel_size, ndim, 1)
     dilation = op_args.per_axis("dilation", dilation, ndim, 1)
+    op_args.kernel_volume(kernel)
     n, kvol, dev = indices.shape[0], math.prod(kernel), indices.device
     nbr = torch.empty((n, kvol), dtype=torch.int32, device=dev)
     if n == 0:
@@ -128,7 +129,8 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     stride = op_args.per_axis("stride", stride, ndim, 1)
     padding = op_args.per_axis("padding", padding, ndim, 0)
     dilation = op_args.per_axis("dilation", dilation, ndim, 1)
-    out_shape = op_args.conv_output_shape(shape, kernel, stride, padding, dilation)
+    op_args.kernel_volume(kernel)
+    out_shape = op_args.conv_output_shape(shape, kernel, stride, padding, dilation, batch_size)
     n, kvol, dev = indices.shape[0], math.prod(kernel), indices.device
     if n == 0:
         return (torch.empty((0, 1 + ndim), dtype=torch.int32, device=dev),
@@ -179,19 +181,32 @@ def transpose_map(nbr, num_rows):
     if not 0 <= num_rows < op_args.INT32_MAX:
         raise ValueError(f"num_rows: expected 0 <= num_rows < 2^31 - 1, got {num_rows}")
     m, kvol = nbr.shape
-    t = torch.full((num_rows * kvol,), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
+    # the extra last cell absorbs the absent entries' writes below
+    t = torch.full((num_rows * kvol + 1,), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
     if m == 0 or kvol == 0:
-        return t.view(num_rows, kvol)
+        return t.narrow(0, 0, num_rows * kvol).view(num_rows, kvol)
     nbr = nbr.contiguous()
     rows = torch.arange(m, device=nbr.device)
     bad = ((nbr < NO_NEIGHBOR) | (nbr >= num_rows)).any(1)
-    bad_row, = host_sync.read(torch.where(bad, rows, m).amin().unsqueeze(0), "transpose_map: entries in range")
+    live = (nbr >= 0) & (nbr < num_rows)   # out-of-range entries are reported below, never written
+    cell = torch.where(live, nbr.long() * kvol + torch.arange(kvol, device=nbr.device), num_rows * kvol)
+    # a map names each (input row, offset) at most once, or no transpose exists: a row naming a
+    # cell that a lower row names already is a duplicate (the extra cell absorbs absent entries)
+    first = torch.full((num_rows * kvol + 1,), m, dtype=torch.long, device=nbr.device)
+    first.scatter_reduce_(0, cell.view(-1), rows.unsqueeze(1).expand(m, kvol).reshape(-1), "amin")
+    twice = live & (rows.unsqueeze(1) > first.take(cell))
+    bad_row, dup_row = host_sync.read(torch.stack([torch.where(bad, rows, m).amin(),
+                                                   torch.where(twice.any(1), rows, m).amin()]),
+                                      "transpose_map: entries in range, each (input row, offset) once")
     if bad_row < m:
         raise ValueError(f"nbr: row {bad_row} holds an input row outside [0, num_rows={num_rows})")
+    if dup_row < m:
+        at = torch.where(twice[dup_row], cell[dup_row], num_rows * kvol).amin()
+        at, earlier = host_sync.read(torch.stack([at, first.take(at)]), "transpose_map: the error message")
+        raise ValueError(f"nbr: rows {earlier} and {dup_row} both name input row {at // kvol} at offset "
+                         f"{at % kvol}; a neighbor map names each (input row, offset) at most once")
     if num_rows == 0:
-        return t.view(0, kvol)   # every entry was -1
-    live = nbr >= 0
-    cell = nbr.long() * kvol + torch.arange(kvol, device=nbr.device)
-    t.scatter_reduce_(0, torch.where(live, cell, 0).view(-1),
-                      torch.where(live, rows.unsqueeze(1), NO_NEIGHBOR).int().view(-1), "amax")
-    return t.view(num_rows, kvol)
+        return t.narrow(0, 0, num_rows * kvol).view(0, kvol)   # every entry was -1
+    # one writer per cell now
+    t.scatter_reduce_(0, cell.view(-1), torch.where(live, rows.unsqueeze(1), NO_NEIGHBOR).int().view(-1), "amax")
+    return t.narrow(0, 0, num_rows * kvol).view(num_rows, kvol)

@@ -10,6 +10,9 @@ import torch
 MAX_SPATIAL_DIMS = 4
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+# kMaxGeometryValue and kMaxKernelVolume of op_args.h (the reasons are given there)
+MAX_GEOMETRY_VALUE = INT32_MAX
+MAX_KERNEL_VOLUME = 2**20
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
@@ -40,20 +43,36 @@ def per_axis(name: str, values: Sequence[int], ndim: int, minimum: int) -> list:
     values = list(values)
     if len(values) != ndim:
         raise ValueError(f"{name}: expected {ndim} values (one per spatial axis), got {values}")
-    if any(v < minimum for v in values):
-        raise ValueError(f"{name}: expected every value >= {minimum}, got {values}")
+    if any(not minimum <= v <= MAX_GEOMETRY_VALUE for v in values):
+        raise ValueError(f"{name}: expected every value in [{minimum}, 2^31 - 1], got {values}")
     return values
 
 
-def conv_output_shape(shape, kernel, stride, padding, dilation) -> list:
-    """conv_out_extent per axis (floor division, also for a negative span); rejects an empty axis."""
+def kernel_volume(kernel_size: Sequence[int]) -> int:
+    """prod(kernel_size), at most MAX_KERNEL_VOLUME (the columns of a neighbor map)."""
+    volume = math.prod(kernel_size)
+    if volume > MAX_KERNEL_VOLUME:
+        raise ValueError(f"kernel_size: {list(kernel_size)} has more than {MAX_KERNEL_VOLUME} offsets "
+                         f"(the columns of a neighbor map)")
+    return volume
+
+
+def conv_output_shape(shape, kernel, stride, padding, dilation, batch_size) -> list:
+    """conv_output_grid: conv_out_extent per axis (floor division, also for a negative span),
+    every axis non-empty and within int32 coordinates, every output key within int64."""
     out = []
     for d, (s, k, st, p, dl) in enumerate(zip(shape, kernel, stride, padding, dilation)):
         extent = (s + 2 * p - dl * (k - 1) - 1) // st + 1
         if extent < 1:
-            raise ValueError(f"spatial_shape: the convolution output is empty on axis {d} (input {shape}, kernel {k}, "
-                             f"stride {st}, padding {p}, dilation {dl})")
+            raise ValueError(f"spatial_shape: the convolution output is empty on axis {d} (spatial_shape {shape}, "
+                             f"kernel_size {k}, stride {st}, padding {p}, dilation {dl} on that axis)")
+        if extent > MAX_GEOMETRY_VALUE:
+            raise ValueError(f"padding: the convolution output has {extent} cells on axis {d}, more than int32 "
+                             f"coordinates address (spatial_shape {shape}, padding {p}, stride {st})")
         out.append(extent)
+    if batch_size * math.prod(out) > INT64_MAX:
+        raise ValueError(f"batch_size, padding: batch_size ({batch_size}) x the convolution's output grid exceeds "
+                         f"the int64 voxel-key range")
     return out
 
 

@@ -67,8 +67,8 @@ def pack_map(nbr):
 
 
 def unpack_map(mask, values, block_starts, kvol):
-    if kvol <= 0:
-        raise ValueError(f"kvol: expected a positive kernel volume, got {kvol}")
+    if not 0 < kvol <= op_args.MAX_KERNEL_VOLUME:
+        raise ValueError(f"kvol: expected a kernel volume in [1, {op_args.MAX_KERNEL_VOLUME}], got {kvol}")
     words = _cdiv(kvol, LANES)
     if mask.dim() != 2 or mask.dtype != torch.int16 or mask.shape[1] != words:
         raise ValueError(f"mask: expected int16 [M, {words}] for kvol={kvol}, got {mask.dtype} {list(mask.shape)}")
@@ -87,14 +87,21 @@ def unpack_map(mask, values, block_starts, kvol):
                                                                                         device=dev)
     mismatch = (torch.where(_block_counts(present, blocks) != share, blk, blocks).amin() if blocks
                 else torch.zeros((), dtype=torch.long, device=dev))
-    start, end, decreasing, mismatch = host_sync.read(
-        torch.stack([block_starts.select(0, 0), block_starts.select(0, blocks), decreasing, mismatch]),
+    # lanes past kvol in each row's last word must be clear (pack_map never sets them)
+    spare = 0xFFFF & ~((1 << (kvol - (words - 1) * LANES)) - 1)
+    rows = torch.arange(m, device=dev)
+    spare_row = (torch.where((mask.select(1, words - 1).int() & spare) != 0, rows, m).amin() if m
+                 else torch.zeros((), dtype=torch.long, device=dev))
+    start, end, decreasing, spare_row, mismatch = host_sync.read(
+        torch.stack([block_starts.select(0, 0), block_starts.select(0, blocks), decreasing, spare_row, mismatch]),
         "unpack_map: block_starts checks")
     if start != 0 or end != total:
         raise ValueError(f"block_starts: expected to run from 0 to {total} (the number of values), got "
                          f"{start} .. {end}")
     if decreasing < blocks:
         raise ValueError(f"block_starts: expected non-decreasing, got a decrease at block {decreasing}")
+    if spare_row < m:
+        raise ValueError(f"mask: row {spare_row} sets bits past kvol={kvol} (offsets that do not exist)")
     if mismatch < blocks:
         raise ValueError(f"mask: the set bits of rows {mismatch * ROWS_PER_BLOCK}.."
                          f"{min(m, (mismatch + 1) * ROWS_PER_BLOCK) - 1} do not match their block_starts share of values")

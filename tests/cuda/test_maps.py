@@ -129,7 +129,18 @@ def test_duplicate_error_matches_cpu(builder):
     (lambda ops, i: ops["build_conv_map"](i, [2, 4, 4], 1, [3, 3, 3], [1, 1, 1], [0, 0, 0], [1, 1, 1]),
      "spatial_shape: the convolution output is empty on axis 0"),
     (lambda ops, i: ops["build_conv_map"](i, [4, 4, 4], 1, [3, 3, 3], [0, 1, 1], [0, 0, 0], [1, 1, 1]),
-     "stride: expected every value >= 1"),
+     r"stride: expected every value in \[1, 2\^31 - 1\]"),
+    (lambda ops, i: ops["build_subm_map"](i, [4, 4, 4], 1, [3, 3, 3], [1, 2 ** 31, 1]),
+     r"dilation: expected every value in \[1, 2\^31 - 1\]"),
+    (lambda ops, i: ops["build_subm_map"](i, [4, 4, 4], 1, [1025, 1025, 1], [1, 1, 1]),
+     "kernel_size: .* has more than 1048576 offsets"),
+    (lambda ops, i: ops["build_conv_map"](i, [4, 4, 4], 1, [1, 1, 1], [1, 1, 1], [2 ** 30, 0, 0], [1, 1, 1]),
+     "padding: the convolution output has 2147483652 cells on axis 0"),
+    (lambda ops, i: ops["build_conv_map"](i, [4, 4, 4], 2 ** 40, [1, 1, 1], [1, 1, 1], [2 ** 20, 2 ** 20, 0],
+                                          [1, 1, 1]),
+     "batch_size, padding: batch_size"),
+    (lambda ops, i: ops["transpose_map"](torch.tensor([[0, -1], [0, 1]], dtype=torch.int32), 2),
+     r"nbr: rows 0 and 1 both name input row 0 at offset 0;"),
     (lambda ops, i: ops["transpose_map"](torch.full((1, 27), 3, dtype=torch.int32), 2),
      r"nbr: row 0 holds an input row outside \[0, num_rows=2\)"),
     (lambda ops, i: ops["transpose_map"](torch.full((1, 27), -1, dtype=torch.int32), -1), "num_rows: expected"),
@@ -172,11 +183,16 @@ def test_pack_and_unpack_errors_match_cpu():
     mask, values, starts = CPU.pack_map(good)
     for args, match in [((mask, values[:-1], starts, 27), "block_starts: expected to run from 0 to"),
                         ((mask, values, starts, 40), r"mask: expected int16 \[M, 3\] for kvol=40"),
-                        ((mask, values, starts, 0), "kvol: expected a positive kernel volume"),
+                        ((mask, values, starts, 0), r"kvol: expected a kernel volume in \[1, 1048576\], got 0"),
                         ((mask, values.long(), starts, 27), r"values: expected int32 \[P\]")]:
         for unpack in (CUDA["unpack_map"], CPU.unpack_map):
             with pytest.raises(ValueError, match=match):
                 unpack(*args)
+    spare = mask.clone()
+    spare[2, 1] |= 1 << 12                  # lane 28 of kvol=27
+    for unpack in (CUDA["unpack_map"], CPU.unpack_map):
+        with pytest.raises(ValueError, match=r"mask: row 2 sets bits past kvol=27"):
+            unpack(spare, values, starts, 27)
     flipped = mask.clone()
     flipped[0, 0] ^= 1                      # one bit more or less than block 0's share
     for unpack in (CUDA["unpack_map"], CPU.unpack_map):
