@@ -2,6 +2,7 @@
 // and device (op_kernel/gather_mm.cpp). Fields are ordered so that each sits at a multiple of
 // its size (rule I31). All row/element counts that can exceed 2^31 are int64.
 #pragma once
+#include <cstdint>  // before kernel_tiling.h, which does not include it
 #include "kernel_tiling/kernel_tiling.h"
 
 struct GatherMmTilingData {

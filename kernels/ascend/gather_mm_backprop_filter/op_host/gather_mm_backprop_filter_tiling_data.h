@@ -1,5 +1,6 @@
 // Tiling data of gather_mm_backprop_filter, shared by host and device (see gather_mm's header).
 #pragma once
+#include <cstdint>  // before kernel_tiling.h, which does not include it
 #include "kernel_tiling/kernel_tiling.h"
 
 struct GatherMmBpfTilingData {
