@@ -396,6 +396,7 @@ inline void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const L
     }
     std::memcpy(AscendSim::ubBase() + dst.simAddr, out.data(), count * sizeof(T));
     simdetail::countStats(count, sizeof(T));
+    AscendSim::stats().vecGatherInstr += (count * sizeof(T) + 255) / 256;
 }
 
 // ---------------- GatherMask (stream compaction) ----------------
