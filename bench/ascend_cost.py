@@ -162,11 +162,15 @@ def mx_driving_cases(g):
     return cases
 
 
-def run_cases(soc, aic=None):
-    sys.path.insert(0, str(ROOT / "tests" / "ascend"))
-    import torch
+def run_cases(soc, aic=None, tree=None):
+    import importlib
 
-    import ascend_ops as ao
+    import torch
+    sys.path.insert(0, str(Path(tree or ROOT) / "tests" / "ascend"))
+    try:
+        ao = importlib.reload(importlib.import_module("ascend_ops"))
+    finally:
+        sys.path.pop(0)
     binary = ao.build("ops_cli", ao.OPS_SOURCES)
     cases, scene = default_cases()
     rows = []
@@ -213,7 +217,7 @@ def main(argv=None):
                          "and the same step for mx_driving's algorithm; see bench/ascend_step.py")
     ap.add_argument("--step-json", help="--step: write the step's counters to this file (or, with --tabulate, read them)")
     ap.add_argument("--baseline", help="--step: counters of the step with other kernels (a --step-json file) for before/after")
-    ap.add_argument("--tree", help="--step: run the kernels of this checkout instead (e.g. an older commit's kernels/ + tests/ascend/)")
+    ap.add_argument("--tree", help="run the kernels of this checkout instead (e.g. an older commit's kernels/ascend + tests/ascend)")
     ap.add_argument("--tabulate", action="store_true", help="--step: only tabulate --step-json (no emulator runs)")
     ap.add_argument("--quick", action="store_true", help="--step: KITTI fp16 on 910B2 only")
     args = ap.parse_args(argv)
@@ -236,7 +240,7 @@ def main(argv=None):
     if args.stats:
         rows = [(json.loads(l)["kernel"], "-", json.loads(l), {}) for l in Path(args.stats).read_text().splitlines() if l]
     else:
-        rows = run_cases(args.soc, args.aic)
+        rows = run_cases(args.soc, args.aic, args.tree)
     print("MODELLED Atlas A2 cost from emulator counters -- a model, not a measurement; "
           "AscendC kernels have not run on NPU hardware.")
     print("Model constants: " + ", ".join(f"{k}={v:g}" for k, v in MODEL.items()))

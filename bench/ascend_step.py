@@ -283,7 +283,8 @@ def report(result, baseline=None, model=None, sens_run=("kitti", "Ascend910B2", 
             tb = step_time(b["ours"][dt], dt, model) if b else None
             tm = step_time(run["mx_driving"][dt], dt, model) if "mx_driving" in run else None
             lines.append(f"| {run['preset']} b1 | {run['soc']} | {dt} | {_us(t)} | {_us(tb) if tb else '-'} | "
-                         f"{(tb / t) if tb else 0:.2f}x | {_us(tm) if tm else '-'} | {(tm / t) if tm else 0:.2f}x faster |")
+                         f"{f'{tb / t:.2f}x' if tb else '-'} | {_us(tm) if tm else '-'} | "
+                         f"{f'{tm / t:.2f}x faster' if tm else '-'} |")
     for run in result["runs"]:
         for dt, rows in run["ours"].items():
             lines += ["", f"### {run['preset']} b1, {run['soc']}, {dt}: time by kernel and bound (µs; a launch's time is"
@@ -333,12 +334,12 @@ def report(result, baseline=None, model=None, sens_run=("kitti", "Ascend910B2", 
             tm = step_time(run["mx_driving"][dt], dt, m)
             lo, lm = layer_times(run["ours"][dt], dt, m), layer_times(run["mx_driving"][dt], dt, m)
             worst = min(lm[k] / lo[k] for k in lo)
-            return (f"| {name} | {val:g} | {_us(t)} | {(tb / t) if tb else 0:.2f}x | {tm / t:.2f}x | {worst:.2f}x |")
+            return (f"| {name} | {val} | {_us(t)} | {f'{tb / t:.2f}x' if tb else '-'} | {tm / t:.2f}x | {worst:.2f}x |")
 
-        lines.append(row("(as modelled)", 0, model))
+        lines.append(row("(as modelled)", "-", model))
         for k in ASSUMED:
             for f in (0.5, 2.0):
                 m = dict(model)
                 m[k] = model[k] * f
-                lines.append(row(k, m[k], m))
+                lines.append(row(k, f"{m[k]:g} (x{f:g})", m))
     return "\n".join(lines)
