@@ -29,6 +29,7 @@ MODEL = {
     "cube_flop_per_cycle_fp16": 2 * 16 ** 3,   # 16x16x16 MAC fractal per AIC per cycle (ref 1.4)
     "cube_fp32_ratio": 0.25,       # fp32 cube = 1/4 of fp16 (official, ref 1.7)
     "vector_bytes_per_cycle": 256, # one 256-byte repeat per cycle per AIV (assumption)
+    "gather_bytes_per_cycle": 64,  # vector Gather: a quarter of a plain repeat's rate (assumption; no figure published)
     "hbm_bytes_per_s": 1.6e12,     # HBM bandwidth, upper public third-party figure (UNCONFIRMED, ref 1.7)
     "dma_issue_cycles": 100,       # fixed cost per DMA instruction (assumption; makes tiny per-row DMAs visible)
     "matmul_call_s": 1.0e-6,       # AIV->AIC message + Matmul pipeline fill per IterateAll (assumption)
@@ -40,13 +41,19 @@ MODEL = {
     # calls that are a few register writes for an NPU instruction: assumed ~4 scalar instructions
     # per block at 1 per cycle on the in-order scalar unit (assumption; the table prints the count)
     "scalar_block_cycles": 4,
+    "kernel_launch_s": 5e-6,       # host launch + core start per kernel launch (assumption; --step only)
 }
+# Constants that are labelled assumptions (halved / doubled in the sensitivity table of --step).
+ASSUMED = ["clock_hz", "vector_bytes_per_cycle", "gather_bytes_per_cycle", "hbm_bytes_per_s", "dma_issue_cycles",
+           "matmul_call_s", "scalar_ub_cycles", "scalar_gm_cycles", "scalar_block_cycles", "kernel_launch_s"]
+SOC_AIV = {"Ascend910B2": 48, "Ascend910B4": 40}
 
 
 def model_launch(rec, model=MODEL):
     """Modelled time of one launch record of ASCEND_SIM_STATS. Pipes of a core overlap (max);
-    the two AIVs of a group share one AIC (cube time of the group = sum of its AIVs' FLOPs);
-    HBM bandwidth is shared by the active cores."""
+    the two AIVs of a group share one AIC (cube time of the group = its AIVs' FLOPs or Matmul GM
+    bytes, whichever is larger, plus a fixed cost per call); HBM bandwidth is shared by the active
+    cores, and no launch moves its total bytes faster than the whole HBM bandwidth."""
     f = model["clock_hz"]
     fp32 = rec.get("_fp32", False)
     cube_rate = model["cube_flop_per_cycle_fp16"] * f * (model["cube_fp32_ratio"] if fp32 else 1.0)
@@ -57,16 +64,23 @@ def model_launch(rec, model=MODEL):
     n_active = max(1, len(active))
     bw_core = model["hbm_bytes_per_s"] / n_active
     mix = rec["mode"] == "MIX_AIC_1_2"
-    group_cube = {}
+    # The AIC of a group serves both its AIVs' Matmuls: FLOPs or its own GM traffic (A/B in, C out,
+    # loaded by its MTE pipes while the Cube computes) bound it, plus a fixed cost per call.
+    group_flops, group_bytes, group_calls = {}, {}, {}
     for c in cores:
         g = c["core"] // 2 if mix else c["core"]
-        group_cube[g] = group_cube.get(g, 0.0) + c["cube_flops"] / cube_rate + c["matmul_calls"] * model["matmul_call_s"]
+        group_flops[g] = group_flops.get(g, 0.0) + c["cube_flops"] / cube_rate
+        group_bytes[g] = group_bytes.get(g, 0.0) + c.get("matmul_gm_bytes", 0) / bw_core
+        group_calls[g] = group_calls.get(g, 0.0) + c["matmul_calls"] * model["matmul_call_s"]
+    group_cube = {g: max(group_flops[g], group_bytes[g]) + group_calls[g] for g in group_flops}
     per_core = []
     for c in cores:
         g = c["core"] // 2 if mix else c["core"]
+        gather = c.get("vector_gather_instr", 0)
         t = {
             "cube": group_cube[g] if mix else 0.0,
-            "vector": c["vector_instr"] * 256 / model["vector_bytes_per_cycle"] / f,
+            "vector": ((c["vector_instr"] - gather) * 256 / model["vector_bytes_per_cycle"]
+                       + gather * 256 / model["gather_bytes_per_cycle"]) / f,
             "dma": (c["gm_to_ub_bytes"] + c["ub_to_gm_bytes"]) / bw_core + c["dma_calls"] * model["dma_issue_cycles"] / f,
             "scalar": ((c["scalar_ub_get"] + c["scalar_ub_set"]) * model["scalar_ub_cycles"]
                        + (c["scalar_gm_get"] + c["scalar_gm_set"]) * model["scalar_gm_cycles"]
@@ -77,8 +91,14 @@ def model_launch(rec, model=MODEL):
     total = {k: sum(t[k] for t in per_core) for k in ("cube", "vector", "dma", "scalar")}
     busy = sum(total.values()) or 1.0
     crit = max(per_core, key=lambda t: t["core"]) if per_core else {"core": 0.0}
+    # all cores share one HBM: the launch moves its total bytes (AIV DMAs and the AIC's Matmul operands)
+    # no faster than the full bandwidth, however they are spread over the cores
+    hbm_s = sum(c["gm_to_ub_bytes"] + c["ub_to_gm_bytes"] + c.get("matmul_gm_bytes", 0) for c in cores) / model["hbm_bytes_per_s"]
+    if hbm_s > crit["core"]:
+        crit = dict(crit, core=hbm_s, dma=hbm_s)
     return {"time_s": crit["core"], "bound_by": max(("cube", "vector", "dma", "scalar"), key=lambda k: crit.get(k, 0)),
-            "scalar_share": total["scalar"] / busy, "pipe_totals_s": total}
+            "scalar_share": total["scalar"] / busy, "pipe_totals_s": total,
+            "critical_s": {k: crit.get(k, 0.0) for k in ("cube", "vector", "dma", "scalar")}}
 
 
 def format_row(name, shape, rec, m):
@@ -142,11 +162,15 @@ def mx_driving_cases(g):
     return cases
 
 
-def run_cases(soc, aic=None):
-    sys.path.insert(0, str(ROOT / "tests" / "ascend"))
-    import torch
+def run_cases(soc, aic=None, tree=None):
+    import importlib
 
-    import ascend_ops as ao
+    import torch
+    sys.path.insert(0, str(Path(tree or ROOT) / "tests" / "ascend"))
+    try:
+        ao = importlib.reload(importlib.import_module("ascend_ops"))
+    finally:
+        sys.path.pop(0)
     binary = ao.build("ops_cli", ao.OPS_SOURCES)
     cases, scene = default_cases()
     rows = []
@@ -188,11 +212,35 @@ def main(argv=None):
     ap.add_argument("--aic", type=int, default=None, help="override the AIC count (AIV = 2x)")
     ap.add_argument("--stats", help="tabulate an existing ASCEND_SIM_STATS file instead of running cases")
     ap.add_argument("--json", help="also write the rows (counters + model) to this file")
+    ap.add_argument("--step", action="store_true",
+                    help="model a whole VoxelBackBone8x training step (KITTI and nuScenes b1, fp16/fp32, 910B2/910B4) "
+                         "and the same step for mx_driving's algorithm; see bench/ascend_step.py")
+    ap.add_argument("--step-json", help="--step: write the step's counters to this file (or, with --tabulate, read them)")
+    ap.add_argument("--baseline", help="--step: counters of the step with other kernels (a --step-json file) for before/after")
+    ap.add_argument("--tree", help="run the kernels of this checkout instead (e.g. an older commit's kernels/ascend + tests/ascend)")
+    ap.add_argument("--tabulate", action="store_true", help="--step: only tabulate --step-json (no emulator runs)")
+    ap.add_argument("--quick", action="store_true", help="--step: KITTI fp16 on 910B2 only")
     args = ap.parse_args(argv)
+    if args.step:
+        from bench import ascend_step
+        import torch
+        if args.tabulate:
+            result = json.loads(Path(args.step_json).read_text())
+        else:
+            kw = dict(presets=("kitti",), socs=("Ascend910B2",), dtypes=(torch.float16,)) if args.quick else {}
+            result = ascend_step.collect(tree=args.tree, **kw)
+            if args.step_json:
+                Path(args.step_json).write_text(json.dumps(result))
+        baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
+        print(ascend_step.report(result, baseline))
+        print()
+        print("Model constants: " + ", ".join(f"{k}={v:g}" for k, v in MODEL.items()) + "; torch ops: "
+              + ", ".join(f"{k}={v:g}" for k, v in ascend_step.TORCH_OPS.items()))
+        return
     if args.stats:
         rows = [(json.loads(l)["kernel"], "-", json.loads(l), {}) for l in Path(args.stats).read_text().splitlines() if l]
     else:
-        rows = run_cases(args.soc, args.aic)
+        rows = run_cases(args.soc, args.aic, args.tree)
     print("MODELLED Atlas A2 cost from emulator counters -- a model, not a measurement; "
           "AscendC kernels have not run on NPU hardware.")
     print("Model constants: " + ", ".join(f"{k}={v:g}" for k, v in MODEL.items()))

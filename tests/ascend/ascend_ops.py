@@ -35,6 +35,7 @@ OPS_SOURCES = [
     HERE / "harness" / "subm_map_harness.cpp",
     ASC / "gather_mm" / "op_kernel" / "gather_mm.cpp",
     ASC / "gather_mm" / "op_host" / "gather_mm_tiling.cpp",
+    ASC / "common" / "op_host" / "window_gather_tiling.cpp",
     ASC / "gather_mm_backprop_filter" / "op_kernel" / "gather_mm_backprop_filter.cpp",
     ASC / "gather_mm_backprop_filter" / "op_host" / "gather_mm_backprop_filter_tiling.cpp",
     ASC / "subm_map" / "op_kernel" / "subm_map.cpp",

@@ -59,8 +59,10 @@ extern "C" __global__ __aicore__ void k_stats(GM_ADDR x, GM_ADDR y) {
     TPipe pipe;
     TQue<TPosition::VECIN, 1> qi;
     TQue<TPosition::VECOUT, 1> qo;
+    TBuf<TPosition::VECCALC> gb;
     pipe.InitBuffer(qi, 1, 256);
     pipe.InitBuffer(qo, 1, 256);
+    pipe.InitBuffer(gb, 512);  // 64 gather offsets (all 0) + 64 gathered floats
     GlobalTensor<float> gx, gy;
     gx.SetGlobalBuffer((__gm__ float*)x + GetBlockIdx() * 64, 64);
     gy.SetGlobalBuffer((__gm__ float*)y + GetBlockIdx() * 64, 64);
@@ -70,6 +72,9 @@ extern "C" __global__ __aicore__ void k_stats(GM_ADDR x, GM_ADDR y) {
     a = qi.DeQue<float>();
     LocalTensor<float> b = qo.AllocTensor<float>();
     Adds(b, a, gx.GetValue(0), 64);
+    LocalTensor<uint32_t> off = gb.Get<uint32_t>();
+    Duplicate(off, (uint32_t)0, 64);
+    Gather(gb.Get<float>()[64], a, off, (uint32_t)0, (uint32_t)64);  // counted apart as vector_gather_instr
     b.SetValue(0, 5.0f);
     qo.EnQue(b);
     qi.FreeTensor(a);

@@ -52,16 +52,20 @@ def test_launch_geometry_and_sync(sim_bins, env, tmp_path):
     assert f"platform aic={aic} aiv={2 * aic}" in proc.stdout
     records = [json.loads(line) for line in stats.read_text().splitlines()]
     byname = {r["kernel"]: r for r in records}
-    # k_stats moves 64 floats in and out on each of its 2 cores and runs one 64-element Adds.
+    # k_stats moves 64 floats in and out on each of its 2 cores and runs a 64-element Adds, a
+    # 64-element uint32 Duplicate and a 64-element Gather (one 256-byte repeat each).
     st = byname["k_stats"]
     assert st["block_dim"] == 2 and len(st["cores"]) == 2
     assert st["total"]["gm_to_ub_bytes"] == 2 * 256
     assert st["total"]["ub_to_gm_bytes"] == 2 * 256
-    assert st["total"]["vector_elems"] == 2 * 64
-    assert st["total"]["vector_instr"] == 2 * 1
+    assert st["total"]["vector_elems"] == 2 * 3 * 64
+    assert st["total"]["vector_instr"] == 2 * 3
+    assert st["total"]["vector_gather_instr"] == 2 * 1
     assert st["total"]["scalar_gm_get"] == 2 and st["total"]["scalar_ub_set"] == 2
     mm = byname["k_mm_stats"]
     assert mm["mode"] == "MIX_AIC_1_2" and mm["total"]["cube_flops"] == 2 * 2 * 16 * 8 * 4
+    # each of the 2 AIVs: A 16x4, B 4x8 read, C 16x8 written (fp32)
+    assert mm["total"]["matmul_gm_bytes"] == 2 * (16 * 4 + 4 * 8 + 16 * 8) * 4
 
 
 # ---------------------------------------------------------------- Cast reference

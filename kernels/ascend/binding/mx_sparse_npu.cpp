@@ -28,8 +28,6 @@ namespace {
 
 constexpr int64_t kMaxKvolLookup = 125;
 constexpr int64_t kMaxMatmulDim = 65535;
-constexpr int64_t kTile = 64;
-constexpr int64_t kWindowMax = 128;
 constexpr int64_t kMaxKeyCoord = int64_t{1} << 24;  // ConvOutKeys works on coordinates in float-exact range
 
 void check_float(const at::Tensor& t, const char* name) {
@@ -65,16 +63,6 @@ at::Tensor per_group(int64_t groups, int64_t cat_dim, const OneGroup& one_group)
   return at::cat(parts, cat_dim);
 }
 
-// Constant offset tables of the lookup kernel (same as SubmMapAux in op_host).
-at::Tensor lookup_aux(int64_t kvol, int64_t window, const at::Device& dev) {
-  std::vector<int32_t> aux(window * kTile + kTile * kvol);
-  for (int64_t j = 0; j < window; ++j)
-    for (int64_t i = 0; i < kTile; ++i) aux[j * kTile + i] = static_cast<int32_t>(j * 8);
-  for (int64_t i = 0; i < kTile; ++i)
-    for (int64_t k = 0; k < kvol; ++k) aux[window * kTile + i * kvol + k] = static_cast<int32_t>((k * kTile + i) * 4);
-  return at::tensor(aux, at::TensorOptions().dtype(at::kInt)).to(dev);
-}
-
 // Key offsets of the kernel window on a padded grid; centered for the submanifold map.
 at::Tensor lookup_deltas(c10::IntArrayRef kernel, c10::IntArrayRef dilation, const std::vector<int64_t>& padded,
                          bool centered, const at::Device& dev) {
@@ -96,19 +84,21 @@ at::Tensor lookup_deltas(c10::IntArrayRef kernel, c10::IntArrayRef dilation, con
 }
 
 // nbrS[s, k] = position in ckeys of qkeys[s] + delta_k, or -1 (AscendC kernel SubmMap).
+// key_bound: every key and every key + delta_k lies in [0, batch * prod(padded)) -- the kernel compares
+// 32-bit low words when that range is below 2^30 (exact two-word compares otherwise).
 at::Tensor lookup(const at::Tensor& qkeys, const at::Tensor& ckeys, c10::IntArrayRef kernel, c10::IntArrayRef dilation,
-                  const std::vector<int64_t>& padded, bool centered) {
+                  const std::vector<int64_t>& padded, bool centered, int64_t batch_size) {
   int64_t kvol = 1;
   for (auto k : kernel) kvol *= k;
   TORCH_CHECK_VALUE(kvol <= kMaxKvolLookup, "kernel_size: the Ascend map kernel supports kernel volumes up to ",
                     kMaxKvolLookup, " (5x5x5), got ", kvol, "; build this map on the CPU backend");
-  const int64_t window = kvol <= 27 ? kWindowMax : kWindowMax / 2;
   at::Tensor nbrs = at::empty({qkeys.size(0), kvol}, qkeys.options().dtype(at::kInt));
   if (qkeys.size(0) == 0) return nbrs;
   const at::Tensor deltas = lookup_deltas(kernel, dilation, padded, centered, qkeys.device());
-  const at::Tensor aux = lookup_aux(kvol, window, qkeys.device());
   const int64_t group = kernel[kernel.size() - 1];
-  EXEC_NPU_CMD(aclnnSubmMap, qkeys, ckeys, deltas, aux, group, nbrs);
+  int64_t key_bound = batch_size;
+  for (auto p : padded) key_bound = p > 0 && key_bound <= INT64_MAX / p ? key_bound * p : 0;  // 0: unknown, exact compares
+  EXEC_NPU_CMD(aclnnSubmMap, qkeys, ckeys, deltas, group, key_bound, nbrs);
   return nbrs;
 }
 
@@ -155,7 +145,6 @@ at::Tensor conv_output_keys(const at::Tensor& indices, c10::IntArrayRef spatial_
 
 at::Tensor build_subm_map_npu(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
                               c10::IntArrayRef kernel_size, c10::IntArrayRef dilation) {
-  (void)batch_size;
   TORCH_CHECK_VALUE(indices.dim() == 2 && indices.scalar_type() == at::kInt &&
                         indices.size(1) == static_cast<int64_t>(spatial_shape.size()) + 1,
                     "indices: expected int32 [N, 1 + ndim], got ", indices.scalar_type(), " ", indices.sizes());
@@ -169,7 +158,7 @@ at::Tensor build_subm_map_npu(const at::Tensor& indices, c10::IntArrayRef spatia
   auto sorted = at::sort(key, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   const at::Tensor keys = std::get<0>(sorted).contiguous();
   const at::Tensor perm = std::get<1>(sorted);
-  const at::Tensor nbrs = lookup(keys, keys, kernel_size, dilation, padded, /*centered=*/true);
+  const at::Tensor nbrs = lookup(keys, keys, kernel_size, dilation, padded, /*centered=*/true, batch_size);
   const at::Tensor perm32 = perm.to(at::kInt);
   const at::Tensor mapped = at::where(nbrs.ge(0), perm32.index_select(0, nbrs.clamp_min(0).flatten().to(at::kLong))
                                                       .view(nbrs.sizes()),
@@ -215,7 +204,7 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_npu(const at::Tensor& indices,
   auto sorted = at::sort(ckey, /*stable=*/true, /*dim=*/0, /*descending=*/false);
   const at::Tensor ckeys = std::get<0>(sorted).contiguous();
   const at::Tensor perm32 = std::get<1>(sorted).to(at::kInt);
-  const at::Tensor nbrs = lookup(qkeys, ckeys, kernel_size, dilation, padded, /*centered=*/false);
+  const at::Tensor nbrs = lookup(qkeys, ckeys, kernel_size, dilation, padded, /*centered=*/false, batch_size);
   const at::Tensor nbr = at::where(nbrs.ge(0), perm32.index_select(0, nbrs.clamp_min(0).flatten().to(at::kLong))
                                                    .view(nbrs.sizes()),
                                    at::full_like(nbrs, -1));

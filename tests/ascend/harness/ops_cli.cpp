@@ -80,8 +80,8 @@ int runGatherMm(const std::string& dir, bool bpf) {
         }
         writeFile(dir + "/out.bin", gOut, outBytes);
         printf("{\"kernel\":\"gather_mm\",\"ub_bytes\":%d,\"block_dim\":%d,\"used_aiv\":%d,\"tile_rows\":%d,"
-               "\"k_group\":%d,\"segs_per_fill\":%d,\"ws_bytes\":%llu}\n",
-               t.ubBytes, t.blockDim, t.usedAiv, t.tileRows, t.kGroup, t.segsPerFill,
+               "\"k_group\":%d,\"window_group\":%d,\"chunk_rows\":%d,\"window_rows\":%d,\"ws_bytes\":%llu}\n",
+               t.ubBytes, t.blockDim, t.usedAiv, t.tileRows, t.kGroup, t.wg.group, t.wg.chunkRows, t.wg.windowRows,
                (unsigned long long)mxs_ascend::GatherMmWorkspaceBytes(t));
     } else {
         mxs_ascend::GatherMmBpfShape s{M, Nin, K, Cin, Cout, (int32_t)dt};
@@ -104,8 +104,8 @@ int runGatherMm(const std::string& dir, bool bpf) {
         }
         writeFile(dir + "/dw.bin", gDw, dwBytes);
         printf("{\"kernel\":\"gather_mm_backprop_filter\",\"ub_bytes\":%d,\"block_dim\":%d,\"used_aiv\":%d,"
-               "\"tile_rows\":%d,\"cin_block\":%d,\"items\":%d,\"parts\":%d,\"segs_per_fill\":%d,\"ws_bytes\":%llu}\n",
-               t.ubBytes, t.blockDim, t.usedAiv, t.tileRows, t.cinBlock, t.numItems, t.numParts, t.segsPerFill,
+               "\"tile_rows\":%d,\"k_group\":%d,\"window_group\":%d,\"chunk_rows\":%d,\"red_chunks\":%d,\"ws_bytes\":%llu}\n",
+               t.ubBytes, t.blockDim, t.usedAiv, t.tileRows, t.kGroup, t.wg.group, t.wg.chunkRows, t.redChunks,
                (unsigned long long)mxs_ascend::GatherMmBpfWorkspaceBytes(t));
     }
     return 0;

@@ -10,6 +10,7 @@
 #include "subm_map/op_host/subm_map_tiling.h"
 #include "conv_out_keys/op_host/conv_out_keys_tiling.h"
 #include "unique_sorted_keys/op_host/unique_sorted_keys_tiling.h"
+#include "common/op_host/window_gather_tiling.h"
 
 using namespace mxs_ascend;
 static long g_checks = 0;
@@ -26,6 +27,19 @@ static int64_t g_maxUbKeys[2] = {0, 0};  // conv_out_keys, unique_sorted_keys
         }                                                                    \
     } while (0)
 
+// The window gather's tiling: UB sum, row chunks, the window and the 32 B / word layout rules.
+static void checkWindowGather(const WindowGatherTiling& g, int64_t K, int64_t cin, int64_t esz, int64_t T, int64_t budget) {
+    REQUIRE(g.ubBytes == WindowGatherUbBytes(g) && g.ubBytes <= budget, "wg ub %d of %lld", g.ubBytes, (long long)budget);
+    REQUIRE(g.kvol == K && g.cin == cin && g.tileRows == T && K % g.group == 0, "wg shape");
+    REQUIRE(g.chunkRows >= 8 && g.chunkRows % 8 == 0 && g.chunkRows <= 256, "wg chunk %d", g.chunkRows);
+    REQUIRE(g.windowRows >= 8 && (int64_t)g.windowRows * g.pitch <= 64 * 1024 + g.pitch, "wg window");
+    REQUIRE(g.colChunk >= 1 && g.colChunk <= cin && g.colChunk * esz <= 512 && (g.colChunk == cin || g.colChunk * esz == 512), "wg columns");
+    REQUIRE(g.wordBytes == 4 || (g.wordBytes == 2 && (g.colChunk * esz) % 4 != 0), "wg word");
+    REQUIRE(g.rowWords * g.wordBytes == g.colChunk * esz, "wg row words");
+    REQUIRE((g.segWords * g.wordBytes) % 32 == 0 && g.segWords >= g.group * g.rowWords, "wg seg");
+    REQUIRE(g.colChunk == cin || (g.pitch % 32 == 0 && g.windowRows <= 4095), "wg chunked window");
+    REQUIRE(g.entryLanes >= 8 && g.entryLanes >= g.chunkRows * g.group && (g.entryLanes & (g.entryLanes - 1)) == 0, "wg lanes");
+}
 static void checkCoverage(int64_t items, int64_t workers) {
     int64_t next = 0, mn = INT64_MAX, mx = 0;
     for (int64_t w = 0; w < workers; ++w) {
@@ -119,16 +133,16 @@ int main() {
                             REQUIRE(GatherMmTiling(s, p, t) == TILING_OK, "M %lld K %lld cin %lld", (long long)M, (long long)K, (long long)cin);
                             REQUIRE(t.ubBytes <= (int64_t)p.ubSize, "ub %d", t.ubBytes);
                             g_maxUb[0] = std::max<int64_t>(g_maxUb[0], t.ubBytes);
-                            REQUIRE(t.ubBytes == t.nbrBufBytes + 2LL * t.segsPerFill * t.segPitch, "ub sum");
-                            REQUIRE(t.segPitch % 32 == 0 && t.segPitch >= cin * esz, "pitch");
-                            REQUIRE(t.nbrBufBytes % 32 == 0 && t.nbrBufBytes >= t.tileRows * K * 4, "nbr buf");
+                            checkWindowGather(t.wg, K, cin, esz, t.tileRows, (int64_t)p.ubSize);
+                            REQUIRE(t.ubBytes == t.wg.ubBytes, "ub sum");
                             REQUIRE(t.kGroup >= 1 && t.kGroup <= K && (int64_t)t.kGroup * cin <= kMatmulMaxK, "kGroup %d", t.kGroup);
-                            REQUIRE(t.segsPerFill >= 1 && t.segsPerFill <= 4095, "F %d", t.segsPerFill);
+                            REQUIRE(t.kGroup % t.wg.group == 0 && K % t.wg.group == 0, "groups inside k-groups");
                             REQUIRE(t.tileRows >= 1 && t.tileRows <= kGmmMaxTileRows, "T %d", t.tileRows);
                             REQUIRE(t.usedAiv <= (int32_t)p.aivNum && t.blockDim <= (int32_t)p.aicNum && 2 * t.blockDim >= t.usedAiv, "cores");
                             REQUIRE(M == 0 ? t.usedAiv == 0 : t.usedAiv >= 1, "used %d", t.usedAiv);
-                            REQUIRE(t.slabElems == (int64_t)t.tileRows * t.kGroup * cin, "slab");
-                            REQUIRE(t.slabElems * esz <= kGmmSlabBudget || t.tileRows == 1, "slab budget %lld", (long long)(t.slabElems * esz));
+                            REQUIRE(t.slabElems == (int64_t)t.tileRows * K * cin, "slab");
+                            REQUIRE(t.slabElems * esz <= std::max(kGmmSlabBudget, kGmmMinTileRows * K * cin * esz) || t.tileRows == 1,
+                                    "slab budget %lld", (long long)(t.slabElems * esz));
                             REQUIRE(t.wsPerAiv >= 2 * t.slabElems * esz && t.wsPerAiv % 512 == 0, "ws");
                             REQUIRE(t.mm.Ka == t.kGroup * cin && t.mm.N == cout && t.mm.M == t.tileRows, "mm");
                             if (t.usedAiv > 0) {
@@ -143,33 +157,20 @@ int main() {
                             REQUIRE(GatherMmBpfTiling(bs, p, b) == TILING_OK, "bpf M %lld cin %lld", (long long)M, (long long)cin);
                             REQUIRE(b.ubBytes <= (int64_t)p.ubSize, "bpf ub %d", b.ubBytes);
                             g_maxUb[1] = std::max<int64_t>(g_maxUb[1], b.ubBytes);
-                            REQUIRE(b.cinBlock >= 1 && (int64_t)b.cinBlock * (b.numCinBlocks - 1) < cin &&
-                                        (int64_t)b.cinBlock * b.numCinBlocks >= cin, "blocks");
-                            REQUIRE(b.numItems == K * b.numCinBlocks, "items");
-                            REQUIRE(b.tileRows >= 1 && b.tileRows <= kBpfMaxTileRows && b.tileRows <= 4095, "Tm");
-                            REQUIRE(b.nbrBufBytes == b.tileRows * 32, "nbr col buffer");
-                            REQUIRE(b.segsPerFill >= 1 && b.segsPerFill <= b.tileRows, "F");
-                            REQUIRE(b.segPitch % 32 == 0 && b.segPitch >= b.cinBlock * esz, "pitch");
+                            checkWindowGather(b.wg, K, cin, esz, b.tileRows, (int64_t)p.ubSize - kBpfCastChunk * (8 + esz));
+                            REQUIRE(b.ubBytes == b.wg.ubBytes + kBpfCastChunk * (8 + esz), "bpf ub sum");
+                            REQUIRE(b.kGroup >= 1 && b.kGroup <= K && (int64_t)b.kGroup * cin <= kMatmulMaxK && b.kGroup % b.wg.group == 0, "bpf kGroup");
+                            REQUIRE(b.tileRows >= 1 && b.tileRows <= kGmmMaxTileRows, "bpf T");
                             REQUIRE(b.usedAiv <= (int32_t)p.aivNum && b.blockDim <= (int32_t)p.aicNum && 2 * b.blockDim >= b.usedAiv, "cores");
                             REQUIRE(M == 0 ? b.usedAiv == 0 : b.usedAiv >= 1, "used");
-                            REQUIRE(b.usedAiv <= b.numUnits, "used <= units");
-                            REQUIRE(b.slabElems * esz <= kBpfSlabBudget || b.tileRows == 1, "slab budget");
-                            REQUIRE(b.accOffset >= 2 * b.slabElems * esz && b.accOffset % 512 == 0, "acc offset");
-                            REQUIRE(b.wsPerAiv >= b.accOffset + (esz == 4 ? 0 : (int64_t)b.cinBlock * cout * 4), "ws");
-                            REQUIRE((esz == 4 && b.numParts == 1) ? b.castChunk == 0 : b.castChunk > 0, "cast chunk");
-                            REQUIRE(b.numParts >= 1 && b.numUnits == (int64_t)b.numItems * b.numParts, "units");
-                            if (b.numParts > 1) {
-                                REQUIRE(M / b.numParts >= kBpfMinPartRows, "part rows");
-                                REQUIRE((int64_t)b.numUnits * b.cinBlock * cout * 4 <= kBpfPartialBudget, "partials");
-                                REQUIRE(b.redChunks == (b.cinBlock * cout + b.castChunk - 1) / b.castChunk, "red chunks");
-                                REQUIRE(GatherMmBpfWorkspaceBytes(b) >= kSysWorkspace + (uint64_t)b.partialOffset +
-                                            (uint64_t)b.numUnits * b.cinBlock * cout * 4, "ws partials");
-                                checkCoverage(M, b.numParts);
-                            }
-                            if (b.usedAiv > 0) checkCoverage(b.numUnits, b.usedAiv);
-                            // enough items for the AIVs whenever the channels allow it
-                            if (K * (cin / kBpfMinCinBlock) >= (int64_t)p.aivNum && M > 0)
-                                REQUIRE(b.numItems >= (int64_t)p.aivNum || b.numItems >= K * (cin / kBpfMinCinBlock) / 2, "balance");
+                            REQUIRE(b.usedAiv <= 1 || (int64_t)(b.usedAiv - 1) * kBpfMinRowsPerAiv < M, "rows per partial");
+                            REQUIRE((int64_t)b.usedAiv * K * cin * cout * 4 <= std::max<int64_t>(kBpfPartialBudget, K * cin * cout * 4), "partials");
+                            REQUIRE(b.redChunks == (K * cin * cout + b.castChunk - 1) / b.castChunk, "red chunks");
+                            REQUIRE(b.partialOffset >= b.wsPerAiv * 2 * b.blockDim && b.partialOffset % 512 == 0, "partial offset");
+                            REQUIRE(GatherMmBpfWorkspaceBytes(b) >= kSysWorkspace + (uint64_t)b.partialOffset +
+                                        (uint64_t)b.usedAiv * K * cin * cout * 4, "ws partials");
+                            REQUIRE(b.mm.M == b.kGroup * cin && b.mm.N == cout && b.mm.Ka == b.tileRows, "bpf mm");
+                            if (b.usedAiv > 0) checkCoverage(M, b.usedAiv);
                         }
     // invalid shapes are rejected, not wrapped
     GatherMmTilingData t;
@@ -195,11 +196,20 @@ int main() {
                         REQUIRE(st.ubBytes <= (int64_t)p.ubSize, "subm ub %d", st.ubBytes);
                         g_maxUb[2] = std::max<int64_t>(g_maxUb[2], st.ubBytes);
                         REQUIRE(st.kvol == kz * ky * kx && st.groupSize == kx, "subm K");
-                        REQUIRE(st.numTiles == (N + 63) / 64 && st.usedAiv <= (int32_t)p.aivNum, "subm tiles");
+                        REQUIRE(st.tileQ >= 8 && st.tileQ % 8 == 0 && st.numTiles == (N + st.tileQ - 1) / st.tileQ &&
+                                    st.usedAiv <= (int32_t)p.aivNum, "subm tiles");
                         REQUIRE(N == 0 ? st.usedAiv == 0 : st.usedAiv >= 1, "subm used");
-                        REQUIRE(st.window == 64 || st.window == 128, "subm window");
-                        auto aux = SubmMapAux(st.kvol, st.window);
-                        REQUIRE((int64_t)aux.size() * 4 == st.auxBytes, "aux size");
+                        REQUIRE((1 << st.searchSteps) >= st.stageKeys && (1 << (st.searchSteps - 1)) < st.stageKeys, "subm steps");
+                        REQUIRE(st.ubBytes == SubmMapUbBytes(st), "subm ub sum");
+                        REQUIRE(st.numSamples <= kSubmMaxSamples && (int64_t)st.numSamples * st.sampleStride >= N &&
+                                    (int64_t)(st.numSamples - 1) * st.sampleStride < std::max<int64_t>(N, 1), "subm samples");
+                        REQUIRE(st.exactCompare == 1, "no key bound given: exact compares");
+                        ss.keyBound = 45ll * 1604 * 1412;  // the padded grid of one batch: low-word compares
+                        SubmMapTilingData sc;
+                        REQUIRE(SubmMapTiling(ss, p, sc) == TILING_OK && sc.exactCompare == 0 && sc.ubBytes <= (int64_t)p.ubSize &&
+                                    sc.tileQ >= st.tileQ, "subm compact");
+                        g_maxUb[2] = std::max<int64_t>(g_maxUb[2], sc.ubBytes);
+                        ss.keyBound = 0;
                         auto d = SubmMapDeltas(ss);
                         REQUIRE((int64_t)d.size() == st.kvol && d[st.kvol / 2] == 0, "centre delta 0");
                         for (int64_t k = 1; k < st.kvol; ++k) REQUIRE(d[k] > d[k - 1], "deltas increasing");

@@ -1,4 +1,5 @@
-// Vector building blocks of the int64-key kernels (conv_out_keys, unique_sorted_keys).
+// Vector building blocks of the int32-lane kernels (conv_out_keys, unique_sorted_keys, subm_map,
+// the window gather).
 //
 // A2 vector units have no int64 arithmetic and compare int32 only for equality, so an int64 key
 // lives in UB as two int32 words (little endian: low word first) and every test on it is written
@@ -18,7 +19,30 @@ constexpr int32_t kSentinelHi = 0x7fffffff;
 // dst[i] = i for i < n (n a multiple of 8): eight scalar seeds, then doubling Adds.
 __aicore__ inline void Iota(const LocalTensor<int32_t>& dst, int32_t n) {
     for (int32_t i = 0; i < 8; ++i) dst.SetValue(i, i);
+    AscendC::SetFlag<AscendC::HardEvent::S_V>(0);
+    AscendC::WaitFlag<AscendC::HardEvent::S_V>(0);
     for (int32_t len = 8; len < n; len *= 2) AscendC::Adds(dst[len], dst, len, (n - len) < len ? (n - len) : len);
+}
+
+// q = floor(i / d), r = i - q*d for 0 <= i < 2^24 and d >= 1 (q, r, i distinct): a float estimate of
+// q (off by at most one whatever the rounding of 1/d), then the exact remainder's own float floor
+// (|r| < 2d, so exact) corrects it.
+__aicore__ inline void DivSmall(const LocalTensor<int32_t>& q, const LocalTensor<int32_t>& r,
+                                const LocalTensor<int32_t>& i, int32_t d, int32_t n) {
+    LocalTensor<float> f = r.ReinterpretCast<float>();
+    const float inv = 1.0f / (float)d;
+    AscendC::Cast(f, i, AscendC::RoundMode::CAST_NONE, n);
+    AscendC::Muls(f, f, inv, n);
+    AscendC::Cast(q, f, AscendC::RoundMode::CAST_FLOOR, n);
+    AscendC::Muls(r, q, -d, n);
+    AscendC::Add(r, r, i, n);                       // i - q*d, in [-d, 2d)
+    AscendC::Cast(f, r, AscendC::RoundMode::CAST_NONE, n);
+    AscendC::Adds(f, f, 0.5f, n);
+    AscendC::Muls(f, f, inv, n);
+    AscendC::Cast(r, f, AscendC::RoundMode::CAST_FLOOR, n);  // -1, 0 or 1
+    AscendC::Add(q, q, r, n);
+    AscendC::Muls(r, q, -d, n);
+    AscendC::Add(r, r, i, n);
 }
 
 // Gather byte offsets that interleave lo[0:T) and hi[0:T), stored back to back, into int64 words

@@ -40,9 +40,8 @@ static ge::graphStatus GatherMmTilingFunc(gert::TilingContext* context) {
     mm.SetOrgShape(t.tileRows, t.cout, t.kGroup * t.cin);
     mm.SetBias(false);
     mm.SetBufferSpace(-1, -1, -1);
-    optiling::TCubeTiling cube;
-    if (mm.GetTiling(cube) == -1) return ge::GRAPH_FAILED;
-    cube.SaveToBuffer(&t.mm, sizeof(t.mm));
+    // the plain-struct overload fills t.mm (kernel_tiling.h's TCubeTiling) directly
+    if (mm.GetTiling(t.mm) == -1) return ge::GRAPH_FAILED;
     if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.blockDim);
     context->SetTilingKey(t.dtypeKey);

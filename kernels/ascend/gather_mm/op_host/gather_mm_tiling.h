@@ -15,10 +15,12 @@ struct GatherMmShape {
 
 // Budgets (bytes). Public so tests can reason about them.
 constexpr int64_t kGmmSlabBudget = 1ll << 20;      // one gather slab per AIV (two are used)
-constexpr int64_t kGmmNbrUbBudget = 32 * 1024;     // nbr tile in UB
 constexpr int64_t kGmmMaxTileRows = 256;
-constexpr int64_t kGmmUbReserve = 0;               // no library scratch used (no Select modes 1/2)
-constexpr int64_t kGmmFillBudget = 64 * 1024;     // one UB fill buffer (DMA >= 16 KiB is at full bandwidth)
+constexpr int64_t kGmmMinTileRows = 16;            // wide K*cin rows may take the slab past its budget
+
+// Offsets that share one gather window: the kernel size of the last axis when the offsets are a
+// cubic kernel (K = X^3, k row-major), else 1. A performance choice only: any value is exact.
+int64_t WindowGroupOf(int64_t kvol);
 
 // Fills `t`; returns TILING_OK or an error code. M == 0 yields usedAiv == 0 (nothing to launch).
 int32_t GatherMmTiling(const GatherMmShape& s, const AscendPlatform& p, GatherMmTilingData& t);

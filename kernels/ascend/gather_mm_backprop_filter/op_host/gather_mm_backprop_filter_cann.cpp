@@ -30,13 +30,12 @@ static ge::graphStatus GatherMmBpfTilingFunc(gert::TilingContext* context) {
     mm.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, mdt);
     mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
     mm.SetBiasType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
-    mm.SetShape(t.cinBlock, t.cout, t.tileRows);
-    mm.SetOrgShape(t.cinBlock, t.cout, t.tileRows);
+    mm.SetShape(t.kGroup * t.cin, t.cout, t.tileRows);
+    mm.SetOrgShape(t.kGroup * t.cin, t.cout, t.tileRows);
     mm.SetBias(false);
     mm.SetBufferSpace(-1, -1, -1);
-    optiling::TCubeTiling cube;
-    if (mm.GetTiling(cube) == -1) return ge::GRAPH_FAILED;
-    cube.SaveToBuffer(&t.mm, sizeof(t.mm));
+    // the plain-struct overload fills t.mm (kernel_tiling.h's TCubeTiling) directly
+    if (mm.GetTiling(t.mm) == -1) return ge::GRAPH_FAILED;
     if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.blockDim);
     context->SetTilingKey(t.dtypeKey);

@@ -1,16 +1,15 @@
 // Host tiling of gather_mm_backprop_filter.
 //
-// Design: filter-stationary, deterministic. Work item = (k, block of input channels); the AIV
-// that owns an item owns dW[k][cin block, :] exclusively. For an item it walks all M rows in
-// tiles of Tm: one strided DMA loads nbr[m0:m0+Tm, k]; the AIV gathers features[nbr[m,k],
-// block] (zeros for -1) into a [Tm, cinBlock] workspace slab; the Cube computes
-// slab^T @ grad[m0:m0+Tm, :] (grad rows are read in place from GM: no copy) and accumulates
-// into dW (fp32) or into a per-AIV fp32 accumulator that is cast to fp16/bf16 once at the end.
-// Items are split over the AIVs with big/small balancing; the channel blocks are chosen so that
-// there are at least as many items as AIVs when the channels allow it; when they do not (small
-// Cin), every item's rows are split into P ranges whose fp32 partial products go to workspace; after a
-// SyncAll later every AIV adds a share of them in fixed order -- still deterministic, no atomics.
+// Design: row-stationary with fixed-order partials, deterministic. Each of `usedAiv` AIVs owns a
+// contiguous range of rows (big/small split); per tile of T rows it builds the same [T, K*Cin]
+// slab as gather_mm (window gather) and the Cube adds slab^T @ grad[rows] (grad read in place) into
+// the AIV's own fp32 partial of dW [K*Cin, Cout] -- every feature row is gathered once for all K
+// offsets, and grad is read once. After SyncAll every AIV of the launch sums a share of dW's
+// chunks over the partials in AIV order and casts it: deterministic, no atomics. The number of
+// AIVs with rows is capped so that each covers >= kBpfMinRowsPerAiv rows and the partials stay
+// within kBpfPartialBudget (the reduce reads them all once).
 #include "gather_mm_backprop_filter_tiling.h"
+#include "../../gather_mm/op_host/gather_mm_tiling.h"
 
 namespace mxs_ascend {
 
@@ -18,76 +17,64 @@ int32_t GatherMmBpfTiling(const GatherMmBpfShape& s, const AscendPlatform& p, Ga
     t = GatherMmBpfTilingData{};
     if (s.numOut < 0 || s.numIn < 0 || s.kvol <= 0 || s.cin <= 0 || s.cout <= 0) return TILING_BAD_SHAPE;
     if (s.kvol > (1 << 20) || s.cin > (1 << 20) || s.cout > (1 << 20)) return TILING_BAD_SHAPE;
+    if (s.numIn >= (1ll << 31) - 1) return TILING_BAD_SHAPE;
     const int64_t esz = DTypeSize(s.dtypeKey);
     if (esz == 0) return TILING_BAD_DTYPE;
     if (p.aicNum == 0 || p.aivNum == 0 || p.ubSize < 64 * 1024) return TILING_BAD_PLATFORM;
-    if (s.cout > kMatmulMaxK) return TILING_CHANNELS_TOO_WIDE;
+    if (s.cin > kMatmulMaxK || s.cout > kMatmulMaxK) return TILING_CHANNELS_TOO_WIDE;
 
     t.numOut = s.numOut; t.numIn = s.numIn;
     t.kvol = (int32_t)s.kvol; t.cin = (int32_t)s.cin; t.cout = (int32_t)s.cout; t.dtypeKey = s.dtypeKey;
     const int64_t aiv = p.aivNum;
+    const int64_t dwElems = s.kvol * s.cin * s.cout;
 
-    // channel blocks: enough items for all AIVs, blocks of >= 16 channels
-    int64_t nb = 1;
-    if (s.kvol < aiv) nb = Min64(CeilDiv(aiv, s.kvol), Max64(1, s.cin / kBpfMinCinBlock));
-    int64_t cb = CeilDiv(s.cin, nb);
-    if (cb >= kBpfMinCinBlock) cb = AlignUp(cb, 8);  // 32 B-friendly for fp32
-    if (cb > s.cin) cb = s.cin;
-    nb = CeilDiv(s.cin, cb);
-    const int64_t items = s.kvol * nb;
-    // Too few items for the AIVs (small Cin): split each item's rows into P ranges; the partial
-    // products go to fp32 workspace slots and, after SyncAll, all AIVs add them in fixed order.
-    int64_t P = 1;
-    if (items < 2 * aiv && s.numOut > 0) {
-        P = Min64(CeilDiv(8 * aiv, items), Max64(1, s.numOut / kBpfMinPartRows));
-        P = Min64(P, Max64(1, kBpfPartialBudget / (items * cb * s.cout * 4)));
-        P = Max64(P, 1);
+    int64_t X = WindowGroupOf(s.kvol);
+    if (X * s.cin > kMatmulMaxK) X = 1;
+    int64_t kGroup = Min64(s.kvol, kMatmulMaxK / s.cin);
+    kGroup = Max64(X, kGroup / X * X);
+
+    int64_t used = Min64(aiv, Max64(1, CeilDiv(s.numOut, kBpfMinRowsPerAiv)));
+    used = Min64(used, Max64(1, kBpfPartialBudget / (dwElems * 4)));
+    if (s.numOut == 0) used = 0;  // dW = 0, zero-filled by the caller
+
+    const int64_t rowBytes = s.cin * esz;
+    const int64_t share = used > 0 ? CeilDiv(s.numOut, used) : 1;
+    int64_t T = Min64(kGmmMaxTileRows, Max64(kGmmMinTileRows, kGmmSlabBudget / (s.kvol * rowBytes)));
+    if (T >= 16) T = AlignDown(T, 16);
+    T = Max64(1, Min64(T, share));
+    const int64_t castChunk = kBpfCastChunk;
+    const int64_t castBytes = castChunk * 4 + castChunk * esz + castChunk * 4;  // in queue, out queue, accumulator
+    WindowGatherTiling wg{};
+    while (!WindowGatherTilingFor(s.kvol, s.cin, esz, X, T, (int64_t)p.ubSize - castBytes, wg)) {
+        if (T == 1) return TILING_CHANNELS_TOO_WIDE;
+        T = Max64(1, T / 2);
     }
-    const int64_t units = items * P;
-    const int64_t used = s.numOut == 0 ? 0 : Min64(aiv, units);  // M == 0: dW = 0, zero-filled by the caller
 
-    const int64_t rowBytes = cb * esz;
-    const int64_t segPitch = AlignUp(rowBytes, (int64_t)kUbBlock);
-    int64_t Tm = Min64(kBpfMaxTileRows, Max64(1, kBpfSlabBudget / rowBytes));
-    if (Tm >= 16) Tm = AlignDown(Tm, 16);
-    Tm = Max64(1, Min64(Tm, Max64(1, CeilDiv(s.numOut, P))));
-
-    const int64_t nbrBufBytes = Tm * 32;
-    const int64_t castChunk = (esz == 4 && P == 1) ? 0 : kBpfCastChunk;
-    const int64_t castBytes = castChunk * (4 + esz) + (P > 1 ? castChunk * 4 : 0);  // + reduce accumulator
-    const int64_t ubAvail = (int64_t)p.ubSize - nbrBufBytes - castBytes;
-    if (ubAvail < 2 * segPitch) return TILING_CHANNELS_TOO_WIDE;
-    int64_t F = Min64(Tm, ubAvail / (2 * segPitch));
-    F = Min64(F, Max64(1, kBpfFillBudget / segPitch));
-    F = Min64(F, 4095);
-
-    t.cinBlock = (int32_t)cb; t.numCinBlocks = (int32_t)nb; t.numItems = (int32_t)items;
-    t.usedAiv = (int32_t)used; t.blockDim = (int32_t)Min64((int64_t)p.aicNum, CeilDiv(used, 2));
-    t.tileRows = (int32_t)Tm; t.segsPerFill = (int32_t)F; t.segPitch = (int32_t)segPitch;
-    t.nbrBufBytes = (int32_t)nbrBufBytes; t.castChunk = (int32_t)castChunk;
-    t.ubBytes = (int32_t)(nbrBufBytes + 2 * F * segPitch + castBytes);
-    t.slabElems = Tm * cb;
-    t.accOffset = AlignUp(2 * t.slabElems * esz, 512);
-    const int64_t accBytes = esz == 4 ? 0 : cb * s.cout * 4;
-    t.wsPerAiv = AlignUp(t.accOffset + accBytes, 512);
-    t.numParts = (int32_t)P;
-    t.numUnits = (int32_t)units;
+    t.usedAiv = (int32_t)used;
+    t.blockDim = (int32_t)Min64((int64_t)p.aicNum, CeilDiv(Max64(used, 1), 2));
+    t.tileRows = (int32_t)T;
+    t.kGroup = (int32_t)kGroup;
+    t.castChunk = (int32_t)castChunk;
+    t.redChunks = (int32_t)CeilDiv(dwElems, castChunk);
+    t.wg = wg;
+    t.ubBytes = (int32_t)(wg.ubBytes + castBytes);
+    t.slabElems = T * s.kvol * s.cin;
+    t.wsPerAiv = AlignUp(2 * t.slabElems * esz, 512);
     t.partialOffset = t.wsPerAiv * 2 * t.blockDim;
-    t.redChunks = P > 1 ? (int32_t)CeilDiv(cb * s.cout, castChunk) : 0;
 
     TCubeTiling& mm = t.mm;
     mm.usedCoreNum = t.blockDim;
-    mm.M = (int32_t)cb; mm.N = (int32_t)s.cout; mm.Ka = mm.Kb = (int32_t)Tm;
-    mm.singleCoreM = (int32_t)cb; mm.singleCoreN = (int32_t)s.cout; mm.singleCoreK = (int32_t)Tm;
-    mm.baseM = (int32_t)Min64(128, AlignUp(cb, 16));
+    mm.M = (int32_t)(kGroup * s.cin); mm.N = (int32_t)s.cout; mm.Ka = mm.Kb = (int32_t)T;
+    mm.singleCoreM = mm.M; mm.singleCoreN = (int32_t)s.cout; mm.singleCoreK = (int32_t)T;
+    mm.baseM = (int32_t)Min64(128, AlignUp(mm.M, 16));
     mm.baseN = (int32_t)Min64(256, AlignUp(s.cout, 16));
     mm.baseK = esz == 4 ? 32 : 64;
     return TILING_OK;
 }
 
 uint64_t GatherMmBpfWorkspaceBytes(const GatherMmBpfTilingData& t) {
-    const uint64_t partials = t.numParts > 1 ? (uint64_t)t.numUnits * t.cinBlock * t.cout * 4 : 0;
-    return kSysWorkspace + (uint64_t)t.wsPerAiv * (uint64_t)(2 * (t.blockDim > 0 ? t.blockDim : 1)) + partials;
+    const uint64_t partials = (uint64_t)(t.usedAiv > 0 ? t.usedAiv : 0) * t.kvol * t.cin * t.cout * 4;
+    return kSysWorkspace + (uint64_t)t.partialOffset + partials;
 }
 
 }  // namespace mxs_ascend

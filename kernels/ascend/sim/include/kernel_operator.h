@@ -13,21 +13,22 @@
 #include "kernel_tiling/kernel_tiling.h"
 
 namespace AscendSim {
-inline void copyTiling(void* dst, const void* tiling, size_t bytes) {
-    gmCheckAccess(tiling, bytes, GmAccess::Read, "GET_TILING_DATA");
-    std::memcpy(dst, tiling, bytes);
+template <typename T>
+inline T loadTiling(const void* tiling) {
+    gmCheckAccess(tiling, sizeof(T), GmAccess::Read, "GET_TILING_DATA");
+    T t;
+    std::memcpy(&t, tiling, sizeof(T));
+    return t;
 }
 }  // namespace AscendSim
 
 // In CANN the tiling struct type is generated per op; on the emulator the op's shared tiling
 // header defines the struct and `#define ASCEND_SIM_TILING_TYPE <Struct>` (or use the
-// _WITH_STRUCT form).
-#define GET_TILING_DATA(var, tiling)   \
-    ASCEND_SIM_TILING_TYPE var;        \
-    ::AscendSim::copyTiling(&var, (tiling), sizeof(var))
+// _WITH_STRUCT form). The variable is const, as in the op compiler's generated form.
+#define GET_TILING_DATA(var, tiling) \
+    const ASCEND_SIM_TILING_TYPE var = ::AscendSim::loadTiling<ASCEND_SIM_TILING_TYPE>(tiling)
 #define GET_TILING_DATA_WITH_STRUCT(type, var, tiling) \
-    type var;                                          \
-    ::AscendSim::copyTiling(&var, (tiling), sizeof(var))
+    const type var = ::AscendSim::loadTiling<type>(tiling)
 #define TILING_KEY_IS(k) (::AscendSim::ctx().tilingKey == static_cast<uint64_t>(k))
 #define KERNEL_TASK_TYPE_DEFAULT(type) ::AscendSim::declareKernelType(type)
 #define KERNEL_TASK_TYPE(key, type)                               \

@@ -98,13 +98,15 @@ void writeStats(const char* name, int64_t blockDim, bool mix) {
         return fmt("\"gm_to_ub_bytes\": %llu, \"ub_to_gm_bytes\": %llu, \"ub_to_ub_bytes\": %llu, \"dma_calls\": %llu, "
                    "\"vector_instr\": %llu, \"vector_elems\": %llu, \"cube_flops\": %llu, \"matmul_calls\": %llu, "
                    "\"scalar_gm_get\": %llu, \"scalar_gm_set\": %llu, \"scalar_ub_get\": %llu, \"scalar_ub_set\": %llu, "
-                   "\"atomic_bytes\": %llu, \"sync_all\": %llu, \"scalar_blocks\": %llu",
+                   "\"atomic_bytes\": %llu, \"sync_all\": %llu, \"scalar_blocks\": %llu, "
+                   "\"vector_gather_instr\": %llu, \"matmul_gm_bytes\": %llu",
                    (unsigned long long)s.gmToUbBytes, (unsigned long long)s.ubToGmBytes, (unsigned long long)s.ubToUbBytes,
                    (unsigned long long)s.dmaCalls, (unsigned long long)s.vecInstr, (unsigned long long)s.vecElems,
                    (unsigned long long)s.cubeFlops, (unsigned long long)s.matmulCalls, (unsigned long long)s.scalarGmGet,
                    (unsigned long long)s.scalarGmSet, (unsigned long long)s.scalarUbGet, (unsigned long long)s.scalarUbSet,
                    (unsigned long long)s.atomicBytes, (unsigned long long)s.syncAll,
-                   (unsigned long long)s.scalarBlocks);
+                   (unsigned long long)s.scalarBlocks, (unsigned long long)s.vecGatherInstr,
+                   (unsigned long long)s.matmulGmBytes);
     };
     std::string cores;
     for (auto& cp : g_launch->cores) {
@@ -115,6 +117,7 @@ void writeStats(const char* name, int64_t blockDim, bool mix) {
         tot.scalarUbGet += s.scalarUbGet; tot.scalarUbSet += s.scalarUbSet; tot.atomicBytes += s.atomicBytes;
         tot.syncAll += s.syncAll;
         tot.scalarBlocks += s.scalarBlocks;
+        tot.vecGatherInstr += s.vecGatherInstr; tot.matmulGmBytes += s.matmulGmBytes;
         if (!cores.empty()) cores += ", ";
         cores += fmt("{\"core\": %lld, ", (long long)cp->blockIdx) + row(s) + "}";
     }

@@ -1,7 +1,8 @@
-// CANN glue of SubmMap, the sorted-key neighbour lookup behind both map builders (NOT compiled here;
-// see gather_mm_cann.cpp). Inputs: qkeys int64 [M], ckeys int64 [N], deltas int64 [K], aux int32
-// (SubmMapAux); attr group_size; output nbrs int32 [M, K].
-// aclnnSubmMapGetWorkspaceSize(qkeys, ckeys, deltas, aux, group_size, nbrs, ...) / aclnnSubmMap.
+// CANN glue of SubmMap, the sorted-key neighbour lookup behind both map builders (type-checked only,
+// see gather_mm_cann.cpp). Inputs: qkeys int64 [M], ckeys int64 [N], deltas int64 [K]; attrs
+// group_size (offsets sharing one staged key range), key_bound (every key lies in [0, key_bound): the
+// caller's batch * prod(padded grid); 0 = unknown -> exact two-word compares); output nbrs int32 [M, K].
+// aclnnSubmMapGetWorkspaceSize(qkeys, ckeys, deltas, group_size, key_bound, nbrs, ...) / aclnnSubmMap.
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "subm_map_tiling.h"
@@ -15,6 +16,7 @@ static ge::graphStatus SubmMapTilingFunc(gert::TilingContext* context) {
     const mxs_ascend::AscendPlatform p{plat.GetCoreNumAic(), plat.GetCoreNumAiv(), ub};
     const auto* attrs = context->GetAttrs();
     const int64_t group = *attrs->GetAttrPointer<int64_t>(0);
+    const int64_t keyBound = *attrs->GetAttrPointer<int64_t>(1);
     mxs_ascend::SubmMapShape s;
     s.numVoxels = context->GetInputShape(0)->GetStorageShape().GetDim(0);
     s.numCand = context->GetInputShape(1)->GetStorageShape().GetDim(0);
@@ -22,6 +24,7 @@ static ge::graphStatus SubmMapTilingFunc(gert::TilingContext* context) {
     // the deltas are precomputed by the caller; the tiling only needs K and the last-axis group
     s.ndim = 2; s.kernel[0] = kvol / group; s.kernel[1] = group;
     s.paddedShape[0] = s.paddedShape[1] = 1;
+    s.keyBound = keyBound;
     SubmMapTilingData t;
     if (mxs_ascend::SubmMapTiling(s, p, t) != mxs_ascend::TILING_OK || t.usedAiv == 0) return ge::GRAPH_FAILED;
     if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
@@ -53,9 +56,9 @@ public:
         this->Input("qkeys").ParamType(REQUIRED).DataType({ge::DT_INT64}).Format({ge::FORMAT_ND});
         this->Input("ckeys").ParamType(REQUIRED).DataType({ge::DT_INT64}).Format({ge::FORMAT_ND});
         this->Input("deltas").ParamType(REQUIRED).DataType({ge::DT_INT64}).Format({ge::FORMAT_ND});
-        this->Input("aux").ParamType(REQUIRED).DataType({ge::DT_INT32}).Format({ge::FORMAT_ND});
         this->Output("nbrs").ParamType(REQUIRED).DataType({ge::DT_INT32}).Format({ge::FORMAT_ND});
         this->Attr("group_size").AttrType(REQUIRED).Int();
+        this->Attr("key_bound").AttrType(REQUIRED).Int();
         this->SetInferShape(ge::SubmMapInferShape).SetInferDataType(ge::SubmMapInferDataType);
         this->AICore().SetTiling(optiling::SubmMapTilingFunc);
         this->AICore().AddConfig("ascend910b");

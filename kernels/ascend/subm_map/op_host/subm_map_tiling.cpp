@@ -3,6 +3,24 @@
 
 namespace mxs_ascend {
 
+namespace {
+// int32 vectors of TQ*Kp lanes (constants, search state, temporaries, results): low-word compares / two-word
+constexpr int32_t kLaneVectorsCompact = 14, kLaneVectorsExact = 19;
+constexpr int64_t kCompactSpan = 1ll << 30;
+int64_t LanesPerQuery(int64_t kvol) { return AlignUp(kvol, 8); }
+}
+
+int64_t SubmMapUbBytes(const SubmMapTilingData& t) {
+    const int64_t lanes = LanesPerQuery(t.kvol) * t.tileQ;
+    const int64_t groups = t.kvol / t.groupSize;
+    return (t.exactCompare ? kLaneVectorsExact : kLaneVectorsCompact) * AlignUp(lanes * 4, 32)  // lane vectors
+           + AlignUp((int64_t)t.tileQ * 8, 32)            // the tile's query keys
+           + 3 * AlignUp(groups * 4, 32)                  // per-group staging state (lanes gather it)
+           + groups * t.stageKeys * 8                     // staged candidate keys per group
+           + (int64_t)t.numSamples * 32                   // coarse index (one 32 B block per sample)
+           + AlignUp((int64_t)t.kvol * 8, 32);            // deltas
+}
+
 int32_t SubmMapTiling(const SubmMapShape& s, const AscendPlatform& p, SubmMapTilingData& t) {
     t = SubmMapTilingData{};
     if (s.numVoxels < 0 || s.numVoxels >= (1ll << 31) - 1 || s.ndim < 1 || s.ndim > 4) return TILING_BAD_SHAPE;
@@ -16,19 +34,31 @@ int32_t SubmMapTiling(const SubmMapShape& s, const AscendPlatform& p, SubmMapTil
     t.numVoxels = s.numVoxels;
     t.numCand = s.numCand < 0 ? s.numVoxels : s.numCand;
     if (t.numCand >= (1ll << 31) - 1) return TILING_BAD_SHAPE;
-    t.numTiles = CeilDiv(s.numVoxels, kSubmTile);
     t.kvol = (int32_t)kvol;
     t.groupSize = (int32_t)s.kernel[s.ndim - 1];
-    t.usedAiv = (int32_t)Min64((int64_t)p.aivNum, t.numTiles);
-    t.window = kvol <= 27 ? kSubmWindowMax : kSubmWindowMax / 2;
-    t.auxBytes = (int32_t)((t.window * kSubmTile + kSubmTile * kvol) * 4);
-    // UB: qraw 512 | qlo 256 | qdl 256 | craw window*8 | cb, D, G, bcast 4 x window*64*4 |
-    //     resAll, trOff, outTile 3 x 64*K*4 | res scratch 4 x 256 | staged key block 256*8 |
-    //     per-offset rank/found accumulators 2 x X x 64 x 4
-    const int64_t kt = AlignUp((int64_t)kSubmTile * kvol * 4, 32);
-    t.ubBytes = (int32_t)(512 + 256 + 256 + t.window * 8 + 4 * (int64_t)t.window * kSubmTile * 4 + 3 * kt + 4 * 256 +
-                         256 * 8 + 2 * (int64_t)t.groupSize * kSubmTile * 4);
+    // compares on the low 32-bit words are exact when every target (key + delta) and candidate lies
+    // in one range shorter than 2^30
+    const std::vector<int64_t> deltas = SubmMapDeltas(s);
+    const int64_t dlo = deltas.empty() ? 0 : deltas.front(), dhi = deltas.empty() ? 0 : deltas.back();
+    t.exactCompare = !(s.keyBound > 0 && s.keyBound < kCompactSpan && s.keyBound + dhi - (dlo < 0 ? dlo : 0) < kCompactSpan);
+    const int64_t stride = Max64(kSubmMinStride, CeilDiv(t.numCand, kSubmMaxSamples));
+    t.sampleStride = (int32_t)stride;
+    t.numSamples = (int32_t)Max64(1, CeilDiv(t.numCand, stride));
+    // queries per tile: as many lanes as UB allows (the per-tile scalar work is amortised over them),
+    // a multiple of 8 up to 128; the larger staging (fewer restages) while a tile keeps >= 64 queries
+    for (int32_t stage : {kSubmStageKeys, kSubmStageKeys / 2}) {
+        t.stageKeys = stage;
+        t.tileQ = 128;
+        while (t.tileQ > 8 && SubmMapUbBytes(t) > (int64_t)p.ubSize) t.tileQ -= 8;
+        if (t.tileQ >= 64) break;
+    }
+    int32_t steps = 0;
+    while ((1 << steps) < t.stageKeys) ++steps;
+    t.searchSteps = steps;
+    t.ubBytes = (int32_t)SubmMapUbBytes(t);
     if (t.ubBytes > (int64_t)p.ubSize) return TILING_BAD_SHAPE;
+    t.numTiles = CeilDiv(s.numVoxels, t.tileQ);
+    t.usedAiv = (int32_t)Min64((int64_t)p.aivNum, t.numTiles);
     return TILING_OK;
 }
 
@@ -47,16 +77,6 @@ std::vector<int64_t> SubmMapDeltas(const SubmMapShape& s) {
         out[k] = delta;
     }
     return out;
-}
-
-std::vector<uint32_t> SubmMapAux(int32_t kvol, int32_t window) {
-    std::vector<uint32_t> aux((std::size_t)window * kSubmTile + kSubmTile * kvol);
-    for (int j = 0; j < window; ++j)
-        for (int i = 0; i < kSubmTile; ++i) aux[j * kSubmTile + i] = (uint32_t)(j * 8);
-    uint32_t* tr = aux.data() + (std::size_t)window * kSubmTile;
-    for (int i = 0; i < kSubmTile; ++i)
-        for (int k = 0; k < kvol; ++k) tr[i * kvol + k] = (uint32_t)((k * kSubmTile + i) * 4);
-    return aux;
 }
 
 }  // namespace mxs_ascend

@@ -167,6 +167,8 @@ public:
         auto& s = AscendSim::stats();
         s.cubeFlops += 2ull * j.M * j.N * j.K;
         s.matmulCalls++;
+        s.matmulGmBytes += (uint64_t)j.M * j.K * sizeof(SrcT) + (uint64_t)j.K * j.N * sizeof(typename B_TYPE::T) +
+                           (uint64_t)j.M * j.N * sizeof(DstT) * (enAtomic ? 2 : 1);
         if (sync) {
             compute(j);
             return;

@@ -37,7 +37,9 @@ const Platform& platform();
 struct CoreStats {
     uint64_t gmToUbBytes = 0, ubToGmBytes = 0, ubToUbBytes = 0, dmaCalls = 0;
     uint64_t vecInstr = 0, vecElems = 0;
+    uint64_t vecGatherInstr = 0;  // the part of vecInstr issued by Gather (its throughput is modelled apart)
     uint64_t cubeFlops = 0, matmulCalls = 0;
+    uint64_t matmulGmBytes = 0;   // GM bytes a Matmul moves: A and B read, C written (read too with enAtomic)
     uint64_t scalarGmGet = 0, scalarGmSet = 0, scalarUbGet = 0, scalarUbSet = 0;
     uint64_t atomicBytes = 0, syncAll = 0;
     // Basic blocks executed by the kernel's own code (its scalar control flow); see src/scalar_count.cpp.

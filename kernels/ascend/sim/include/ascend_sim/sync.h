@@ -109,7 +109,10 @@ inline void SetAtomicNone() { AscendSim::ctx().atomicMode = 0; AscendSim::ctx().
 inline void DisableDmaAtomic() { SetAtomicNone(); }
 
 // Scalar GM writes go through a per-core DCache on the NPU; the emulator writes through.
-template <typename T, int a = 0, int b = 0>
+// Template parameters as in the real API (enum classes, not integers).
+enum class CacheLine : uint64_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
+enum class DcciDst : uint64_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+template <typename T, CacheLine entireType, DcciDst dcciDst>
 inline void DataCacheCleanAndInvalid(const GlobalTensor<T>&) {}
 
 // ---- workspace (§2.8) ----

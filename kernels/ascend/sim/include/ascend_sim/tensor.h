@@ -94,11 +94,8 @@ public:
         AscendSim::stats().scalarGmSet++;
         std::memcpy(simGm + off, &v, sizeof(T));
     }
-    template <typename U>
-    GlobalTensor<U> ReinterpretCast() const {
-        GlobalTensor<U> r; r.simGm = reinterpret_cast<U*>(simGm); r.simSize = simSize * sizeof(T) / sizeof(U);
-        return r;
-    }
+    // No ReinterpretCast: the real GlobalTensor has none (real_api_check.py, probe api_accept);
+    // a second view of GM is a second SetGlobalBuffer on the cast address.
 private:
     void check(uint64_t off, const char* api, AscendSim::GmAccess kind) const {
         if (simSize != 0 && off >= simSize)

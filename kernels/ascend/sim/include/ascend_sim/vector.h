@@ -175,13 +175,13 @@ inline void scalarHigh(const char* api, const LocalTensor<T>& dst, const LocalTe
     template <typename T, bool isSetMask = true>                                                                     \
     inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, uint64_t mask, \
                      const uint8_t repeatTime, const BinaryRepeatParams& p) {                                        \
-        simdetail::checkDtype<T, __VA_ARGS__>(#NAME);                                                                \
+        static_assert(AscendSim::isOneOf<T, __VA_ARGS__>(), "F24: element type not supported by " #NAME " on A2"); \
         simdetail::binaryHigh<T>(#NAME, dst, src0, src1, simdetail::maskFromCont<T>(mask, isSetMask, #NAME), repeatTime, p, simdetail::OP()); \
     }                                                                                                                \
     template <typename T, bool isSetMask = true>                                                                     \
     inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const uint64_t mask[], \
                      const uint8_t repeatTime, const BinaryRepeatParams& p) {                                        \
-        simdetail::checkDtype<T, __VA_ARGS__>(#NAME);                                                                \
+        static_assert(AscendSim::isOneOf<T, __VA_ARGS__>(), "F24: element type not supported by " #NAME " on A2"); \
         simdetail::binaryHigh<T>(#NAME, dst, src0, src1, simdetail::maskFromBits<T>(mask, isSetMask), repeatTime, p, simdetail::OP()); \
     }
 ASCEND_SIM_BINARY(Add, OpAdd, ASCEND_SIM_ARITH_TYPES)
@@ -194,20 +194,20 @@ ASCEND_SIM_BINARY(Div, OpDiv, half, float)
 // ---------------- tensor-scalar ops ----------------
 #define ASCEND_SIM_SCALAR(NAME, OP)                                                                                   \
     template <typename T, bool isSetMask = true>                                                                     \
-    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const AscendSim::NoDeduce<T>& scalar, const int32_t& count) { \
-        simdetail::checkDtype<T, ASCEND_SIM_ARITH_TYPES>(#NAME);                                                     \
+    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalar, const int32_t& count) { \
+        static_assert(AscendSim::isOneOf<T, ASCEND_SIM_ARITH_TYPES>(), "F24: element type not supported by " #NAME " on A2"); \
         simdetail::scalarCount<T>(#NAME, dst, src, scalar, count, simdetail::OP());                                  \
     }                                                                                                                \
     template <typename T, bool isSetMask = true>                                                                     \
-    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const AscendSim::NoDeduce<T>& scalar, uint64_t mask, \
+    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalar, uint64_t mask, \
                      const uint8_t repeatTime, const UnaryRepeatParams& p) {                                         \
-        simdetail::checkDtype<T, ASCEND_SIM_ARITH_TYPES>(#NAME);                                                     \
+        static_assert(AscendSim::isOneOf<T, ASCEND_SIM_ARITH_TYPES>(), "F24: element type not supported by " #NAME " on A2"); \
         simdetail::scalarHigh<T>(#NAME, dst, src, scalar, simdetail::maskFromCont<T>(mask, isSetMask, #NAME), repeatTime, p, simdetail::OP()); \
     }                                                                                                                \
     template <typename T, bool isSetMask = true>                                                                     \
-    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const AscendSim::NoDeduce<T>& scalar, const uint64_t mask[], \
+    inline void NAME(const LocalTensor<T>& dst, const LocalTensor<T>& src, const T& scalar, const uint64_t mask[], \
                      const uint8_t repeatTime, const UnaryRepeatParams& p) {                                         \
-        simdetail::checkDtype<T, ASCEND_SIM_ARITH_TYPES>(#NAME);                                                     \
+        static_assert(AscendSim::isOneOf<T, ASCEND_SIM_ARITH_TYPES>(), "F24: element type not supported by " #NAME " on A2"); \
         simdetail::scalarHigh<T>(#NAME, dst, src, scalar, simdetail::maskFromBits<T>(mask, isSetMask), repeatTime, p, simdetail::OP()); \
     }
 ASCEND_SIM_SCALAR(Adds, OpAdd)
@@ -216,26 +216,31 @@ ASCEND_SIM_SCALAR(Maxs, OpMax)
 ASCEND_SIM_SCALAR(Mins, OpMin)
 
 // ---------------- Duplicate ----------------
+// Scalar operands are deduced from both arguments and unsupported element types are rejected at
+// compile time, as by the real headers (kernels/ascend/real_api/probes/reject/).
 template <typename T, bool isSetMask = true>
-inline void Duplicate(const LocalTensor<T>& dst, const AscendSim::NoDeduce<T>& v, const int32_t& count) {
-    simdetail::checkDtype<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>("Duplicate");
+inline void Duplicate(const LocalTensor<T>& dst, const T& v, const int32_t& count) {
+    static_assert(AscendSim::isOneOf<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>(),
+                  "F24: element type not supported by Duplicate on A2");
     if (count <= 0) return;
     simdetail::checkCountOperand(dst, count, "Duplicate", "dst");
     for (int32_t i = 0; i < count; ++i) simdetail::ubStore<T>(dst.simAddr + i * sizeof(T), v);
     simdetail::countStats(count, sizeof(T));
 }
 template <typename T, bool isSetMask = true>
-inline void Duplicate(const LocalTensor<T>& dst, const AscendSim::NoDeduce<T>& v, uint64_t mask, const uint8_t repeatTime,
+inline void Duplicate(const LocalTensor<T>& dst, const T& v, uint64_t mask, const uint8_t repeatTime,
                       const uint16_t dstBlockStride, const uint8_t dstRepeatStride) {
-    simdetail::checkDtype<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>("Duplicate");
+    static_assert(AscendSim::isOneOf<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>(),
+                  "F24: element type not supported by Duplicate on A2");
     simdetail::Operand ops[1] = {{dst.simAddr, dst.simBytes, dstBlockStride, dstRepeatStride, "dst"}};
     simdetail::forLanes<T>("Duplicate", simdetail::maskFromCont<T>(mask, isSetMask, "Duplicate"), repeatTime, ops,
                            [&](const uint32_t* o) { simdetail::ubStore<T>(o[0], v); });
 }
 template <typename T, bool isSetMask = true>
-inline void Duplicate(const LocalTensor<T>& dst, const AscendSim::NoDeduce<T>& v, const uint64_t mask[], const uint8_t repeatTime,
+inline void Duplicate(const LocalTensor<T>& dst, const T& v, const uint64_t mask[], const uint8_t repeatTime,
                       const uint16_t dstBlockStride, const uint8_t dstRepeatStride) {
-    simdetail::checkDtype<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>("Duplicate");
+    static_assert(AscendSim::isOneOf<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>(),
+                  "F24: element type not supported by Duplicate on A2");
     simdetail::Operand ops[1] = {{dst.simAddr, dst.simBytes, dstBlockStride, dstRepeatStride, "dst"}};
     simdetail::forLanes<T>("Duplicate", simdetail::maskFromBits<T>(mask, isSetMask), repeatTime, ops,
                            [&](const uint32_t* o) { simdetail::ubStore<T>(o[0], v); });
@@ -391,6 +396,7 @@ inline void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const L
     }
     std::memcpy(AscendSim::ubBase() + dst.simAddr, out.data(), count * sizeof(T));
     simdetail::countStats(count, sizeof(T));
+    AscendSim::stats().vecGatherInstr += (count * sizeof(T) + 255) / 256;
 }
 
 // ---------------- GatherMask (stream compaction) ----------------
