@@ -2,11 +2,13 @@
 
     python -m bench.voxelize [--repeats 15] [--threads 2] [--json PATH]
 
-Scenes: a generated KITTI frame (HDL-64-like, ~120k points) and a nuScenes-like 10-sweep
+Scenes: a generated KITTI frame (HDL-64-like, ~105k points) and a nuScenes-like 10-sweep
 cloud, with the SECOND / CenterPoint settings (voxel size, range, max points per voxel, max
 voxels). Per scene the configurations run in turn (A B C ... A B C, after one warm-up round)
-on the same points; reported: median and min time per call, points/s (median) and the ratio
-to spconv. Configurations:
+on the same points; reported: median and min time per call, points/s (median) and the ratios
+to spconv (of the medians, and of the minima, which a busy machine disturbs less). ~105k /
+~310k points are one generated frame each (KITTI: 64 beams, nuScenes: 10 sweeps).
+Configurations:
 
 * ``mx_sparse``: ``mx_sparse.voxelize`` (the CPU kernel) at ``--threads`` threads, and at 1;
 * ``mx_sparse torch-ops``: the implementation CUDA / NPU tensors run, here on CPU tensors;
