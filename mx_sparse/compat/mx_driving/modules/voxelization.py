@@ -1,20 +1,14 @@
-"""``mx_driving.modules.voxelization``: mx_driving's ``Voxelization`` module
-(``max_voxels`` an int or a (training, testing) pair)."""
-from torch import nn
-from torch.nn.modules.utils import _pair
-
+"""``mx_driving.modules.voxelization``: mx_driving's ``Voxelization`` module -- mmcv's
+(``max_voxels`` an int or a (training, testing) pair) with mx_driving's ``layout`` and
+return values (see ``mx_driving.ops.voxelization``)."""
+from ....ops.voxelize import Voxelization as _MmcvVoxelization
 from ..ops.voxelization import voxelization
 
 
-class Voxelization(nn.Module):
+class Voxelization(_MmcvVoxelization):
     def __init__(self, voxel_size, point_cloud_range, max_num_points, max_voxels=20000, deterministic=True,
                  layout="XYZ"):
-        super().__init__()
-        self.voxel_size = voxel_size
-        self.point_cloud_range = point_cloud_range
-        self.max_num_points = max_num_points
-        self.max_voxels = max_voxels if isinstance(max_voxels, tuple) else _pair(max_voxels)
-        self.deterministic = deterministic
+        super().__init__(voxel_size, point_cloud_range, max_num_points, max_voxels, deterministic)
         self.layout = layout
 
     def forward(self, points):
@@ -22,6 +16,5 @@ class Voxelization(nn.Module):
         return voxelization(points, self.voxel_size, self.point_cloud_range, self.max_num_points, max_voxels,
                             self.deterministic, self.layout)
 
-    def extra_repr(self) -> str:
-        return (f"voxel_size={self.voxel_size}, point_cloud_range={self.point_cloud_range}, "
-                f"max_num_points={self.max_num_points}, max_voxels={self.max_voxels}, layout={self.layout!r}")
+    def __repr__(self):
+        return super().__repr__()[:-1] + f", layout={self.layout!r})"
