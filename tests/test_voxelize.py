@@ -142,6 +142,7 @@ BAD = [
     ("batch: 4611686018427387904 samples", lambda p: (p, torch.full((p.shape[0],), 2**62 - 1)), {}),
     ("max_points: expected >= 1", lambda p: (p,), {"max_points": 0}),
     ("max_voxels: expected >= 1", lambda p: (p,), {"max_voxels": 0}),
+    ("max_points: the voxels tensor", lambda p: (p,), {"max_points": 2**40}),
 ]
 
 

@@ -293,9 +293,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> voxelize_hard_cpu(
     voxel_group.push_back(gi);
   }
   const int64_t m = static_cast<int64_t>(voxel_group.size()), n = p.points.size(0), c = p.points.size(1);
-  check_voxels_size(m, max_points, c);
   const auto opts = points.options();
-  at::Tensor voxels = at::zeros({m, max_points, c}, opts);
+  at::Tensor voxels = allocate_voxels(m, max_points, c, opts);
   at::Tensor counts = at::empty({m}, opts.dtype(at::kInt));
   int32_t* cnt = counts.data_ptr<int32_t>();
   for (int64_t i = 0; i < m; ++i) cnt[i] = static_cast<int32_t>(std::min<int64_t>(r.count[voxel_group[i]], max_points));

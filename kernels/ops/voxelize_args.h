@@ -113,11 +113,19 @@ inline void check_voxelize_caps(int64_t max_points, int64_t max_voxels) {
                     "max_voxels: expected >= 1 (voxels kept per sample) or -1 (no cap), got ", max_voxels);
 }
 
-// The voxels tensor [M, max_points, C] must have an int64-representable size.
-inline void check_voxels_size(int64_t m, int64_t max_points, int64_t c) {
+// The zero-filled voxels tensor [M, max_points, C]; a size beyond int64 or the memory
+// available is reported as an error naming max_points.
+inline at::Tensor allocate_voxels(int64_t m, int64_t max_points, int64_t c, const at::TensorOptions& opts) {
   TORCH_CHECK_VALUE(m == 0 || max_points <= INT64_MAX / m / std::max<int64_t>(c, 1),
                     "max_points: ", m, " voxels x ", max_points, " points x ", c,
                     " channels exceed the int64 element count");
+  try {
+    return at::zeros({m, max_points, c}, opts);
+  } catch (const c10::Error& e) {
+    TORCH_CHECK_VALUE(false, "max_points: the voxels tensor [", m, ", ", max_points, ", ", c,
+                      "] cannot be allocated (", e.what_without_backtrace(), ")");
+  }
+  abort();  // not reached
 }
 
 // Error for the first non-finite value (row-major position `flat` in points [N, C]).

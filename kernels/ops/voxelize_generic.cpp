@@ -128,12 +128,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> voxelize_hard_generic
   const at::Tensor group_voxel = at::empty({groups}, pos.options()).index_put_({r.order}, ordered_voxel);
   const at::Tensor voxel_group = r.order.masked_select(kept);
   const int64_t m = voxel_group.size(0), c = points.size(1);
-  check_voxels_size(m, max_points, c);
   // Slot of each sorted point in its voxel; points past max_points are not stored.
   const at::Tensor vid = group_voxel.index_select(0, r.group_of);
   const at::Tensor slot = at::arange(r.rows.size(0), pos.options()) - r.starts.index_select(0, r.group_of);
   const at::Tensor store = at::nonzero((vid >= 0) & (slot < max_points)).select(1, 0);
-  at::Tensor voxels = at::zeros({m, max_points, c}, points.options());
+  at::Tensor voxels = allocate_voxels(m, max_points, c, points.options());
   voxels.index_put_({vid.index_select(0, store), slot.index_select(0, store)},
                     points.index_select(0, r.rows.index_select(0, store)));
   return {voxels, voxel_coords(r.keys.index_select(0, voxel_group), g),
