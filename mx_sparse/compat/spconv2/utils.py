@@ -6,10 +6,9 @@ max_num_points_per_voxel)`` with ``point_to_voxel(points, clear_voxels=True)`` /
 (z, y, x), num_per_voxel [M] int32)``, the same cells, voxels, order and point order as
 spconv 2.3.8 (tests/compat/test_voxelize_spconv.py). ``points`` may be a ``cumm.tensorview``
 tensor (results are then tensorview tensors owning a copy: ``tv.from_numpy`` does not keep
-a NumPy array alive), a NumPy array (NumPy results viewing this object's buffers, which the
-next call overwrites, like spconv's) or a torch tensor (torch results). The ``voxels``,
-``indices`` and ``num_per_voxel`` attributes hold the last results (copies, for the same
-reason).
+a NumPy array alive), a NumPy array (NumPy results) or a torch tensor (torch results). The
+``voxels``, ``indices`` and ``num_per_voxel`` attributes are the last results ([M] rows;
+spconv's are its preallocated [max_num_voxels] buffers).
 
 ``Point2VoxelGPU{1,2,3,4}d`` take the same arguments and offer ``point_to_voxel_hash(points,
 clear_voxels=True, empty_mean=False, stream_int=0)``; on torch tensors they run on the
@@ -92,8 +91,9 @@ class _Point2VoxelCPU:
                             ("max_num_points_per_voxel", max_num_points_per_voxel)):
             if int(value) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {value}")
-        self._buffers = (np.zeros((max_num_voxels, max_num_points_per_voxel, num_point_features), np.float32),
-                         np.zeros((max_num_voxels, self.NDIM), np.int32), np.zeros((max_num_voxels,), np.int32))
+        self._shape = (int(max_num_voxels), int(max_num_points_per_voxel), int(num_point_features))
+        self._last = (np.zeros((0,) + self._shape[1:], np.float32), np.zeros((0, self.NDIM), np.int32),
+                      np.zeros((0,), np.int32))
 
     @classmethod
     def calc_meta_data(cls, vsize_xyz, coors_range_xyz):
@@ -105,15 +105,15 @@ class _Point2VoxelCPU:
 
     @property
     def voxels(self):
-        return _owned_tensorview(self._buffers[0])
+        return _owned_tensorview(self._last[0])
 
     @property
     def indices(self):
-        return _owned_tensorview(self._buffers[1])
+        return _owned_tensorview(self._last[1])
 
     @property
     def num_per_voxel(self):
-        return _owned_tensorview(self._buffers[2])
+        return _owned_tensorview(self._last[2])
 
     def point_to_voxel(self, points, clear_voxels: bool = True):
         return self._run(points, False)
@@ -122,32 +122,28 @@ class _Point2VoxelCPU:
         return self._run(points, True)
 
     def _voxelize(self, pts: torch.Tensor, empty_mean: bool):
-        voxels_buf = self._buffers[0]
-        if pts.dim() != 2 or pts.shape[1] != voxels_buf.shape[2]:
-            raise ValueError(f"points: expected [N, {voxels_buf.shape[2]}] (num_point_features columns), "
-                             f"got {tuple(pts.shape)}")
+        max_voxels, max_points, features = self._shape
+        if pts.dim() != 2 or pts.shape[1] != features:
+            raise ValueError(f"points: expected [N, {features}] (num_point_features columns), got {tuple(pts.shape)}")
         if pts.shape[0] == 0:   # spconv returns no voxels for no points
-            return (pts.new_zeros((0,) + voxels_buf.shape[1:], dtype=torch.float32),
+            return (pts.new_zeros((0, max_points, features), dtype=torch.float32),
                     torch.zeros((0, self.NDIM), dtype=torch.int32, device=pts.device),
                     torch.zeros((0,), dtype=torch.int32, device=pts.device))
-        r = voxelize(pts, self._vsize_xyz, self._coors_range_xyz, voxels_buf.shape[1], voxels_buf.shape[0])
+        r = voxelize(pts, self._vsize_xyz, self._coors_range_xyz, max_points, max_voxels)
         voxels = r.voxels.to(torch.float32)
         if empty_mean:
             fill_empty_with_mean(voxels, r.num_points)
-        return voxels, r.coordinates[:, 1:], r.num_points
+        return voxels, r.coordinates[:, 1:].contiguous(), r.num_points
 
     def _run(self, points, empty_mean: bool):
         pts, kind = _as_torch(points)
-        voxels, indices, num = self._voxelize(pts, empty_mean)
+        result = self._voxelize(pts, empty_mean)
         if kind == "torch":
-            return voxels, indices.contiguous(), num
-        m = voxels.shape[0]
-        for buf, res in zip(self._buffers, (voxels, indices, num)):
-            buf[:m] = res.cpu().numpy()
-        views = tuple(buf[:m] for buf in self._buffers)
+            return result
+        self._last = tuple(t.cpu().numpy() for t in result)
         if kind == "numpy":
-            return views
-        return tuple(_owned_tensorview(v) for v in views)
+            return self._last
+        return tuple(_owned_tensorview(a) for a in self._last)
 
 
 class _Point2VoxelGPU(_Point2VoxelCPU):
