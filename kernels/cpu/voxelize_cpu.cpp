@@ -16,6 +16,7 @@
 #include <vector>
 #include "../ops/voxelize_args.h"
 #include "fast_divide.h"
+#include "large_tensor_pool.h"
 #include "sorted_voxels.h"
 
 namespace mxs {
@@ -197,7 +198,7 @@ std::vector<int32_t> output_order(const Groups& r, int64_t volume, bool batched)
 at::Tensor voxel_coords(const Groups& r, const std::vector<int32_t>& voxel_group, const VoxelGrid& g,
                         const at::TensorOptions& opts) {
   const int64_t m = static_cast<int64_t>(voxel_group.size());
-  at::Tensor coords = at::empty({m, 1 + g.ndim}, opts.dtype(at::kInt));
+  at::Tensor coords = empty_cpu({m, 1 + g.ndim}, opts.dtype(at::kInt));
   int32_t* out = coords.data_ptr<int32_t>();
   FastDivisor extent[kMaxSpatialDims];  // key unpacking without the int64 divide instruction
   for (int d = 0; d < g.ndim; ++d) extent[d] = FastDivisor(g.packed.shape[d]);
@@ -248,7 +249,7 @@ Prepared prepare(const at::Tensor& points, const std::optional<at::Tensor>& batc
 // point_voxel[i] = voxel row of point i's group (group_voxel), -1 for a point in no group.
 at::Tensor point_voxel_ids(const Groups& r, const std::vector<int64_t>& group_voxel, const at::TensorOptions& opts) {
   const int64_t n = r.of_point.size();
-  at::Tensor ids = at::empty({n}, opts.dtype(at::kLong));
+  at::Tensor ids = empty_cpu({n}, opts.dtype(at::kLong));
   int64_t* out = ids.data_ptr<int64_t>();
   at::parallel_for(0, n, kPointBlock, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) out[i] = r.of_point[i] < 0 ? -1 : group_voxel[r.of_point[i]];
@@ -294,7 +295,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> voxelize_hard_cpu(
   }
   const int64_t m = static_cast<int64_t>(voxel_group.size()), n = p.points.size(0), c = p.points.size(1);
   const auto opts = points.options();
-  at::Tensor voxels = allocate_voxels(m, max_points, c, opts);
+  // Outputs from the CPU pool: a frame's voxels are megabytes, and fresh pages every frame
+  // cost a page fault each (kernels/cpu/large_tensor_pool.h).
+  at::Tensor voxels = allocate_voxels(m, max_points, c, [&](const std::vector<int64_t>& sizes) {
+    return empty_cpu(sizes, opts).zero_();
+  });
   at::Tensor counts = at::empty({m}, opts.dtype(at::kInt));
   int32_t* cnt = counts.data_ptr<int32_t>();
   for (int64_t i = 0; i < m; ++i) cnt[i] = static_cast<int32_t>(std::min<int64_t>(r.count[voxel_group[i]], max_points));

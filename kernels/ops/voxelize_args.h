@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 #include "../common/coord_pack.h"
 #include "../common/voxel_rules.h"
 
@@ -113,14 +114,16 @@ inline void check_voxelize_caps(int64_t max_points, int64_t max_voxels) {
                     "max_voxels: expected >= 1 (voxels kept per sample) or -1 (no cap), got ", max_voxels);
 }
 
-// The zero-filled voxels tensor [M, max_points, C]; a size beyond int64 or the memory
-// available is reported as an error naming max_points.
-inline at::Tensor allocate_voxels(int64_t m, int64_t max_points, int64_t c, const at::TensorOptions& opts) {
+// The voxels tensor [M, max_points, C] from `allocate` (a function of the sizes returning a
+// zero-filled tensor); a size beyond int64 or the memory available is reported as an error
+// naming max_points.
+template <typename Allocate>
+at::Tensor allocate_voxels(int64_t m, int64_t max_points, int64_t c, Allocate allocate) {
   TORCH_CHECK_VALUE(m == 0 || max_points <= INT64_MAX / m / std::max<int64_t>(c, 1),
                     "max_points: ", m, " voxels x ", max_points, " points x ", c,
                     " channels exceed the int64 element count");
   try {
-    return at::zeros({m, max_points, c}, opts);
+    return allocate(std::vector<int64_t>{m, max_points, c});
   } catch (const c10::Error& e) {
     TORCH_CHECK_VALUE(false, "max_points: the voxels tensor [", m, ", ", max_points, ", ", c,
                       "] cannot be allocated (", e.what_without_backtrace(), ")");

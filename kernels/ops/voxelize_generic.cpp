@@ -132,7 +132,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> voxelize_hard_generic
   const at::Tensor vid = group_voxel.index_select(0, r.group_of);
   const at::Tensor slot = at::arange(r.rows.size(0), pos.options()) - r.starts.index_select(0, r.group_of);
   const at::Tensor store = at::nonzero((vid >= 0) & (slot < max_points)).select(1, 0);
-  at::Tensor voxels = allocate_voxels(m, max_points, c, points.options());
+  at::Tensor voxels = allocate_voxels(m, max_points, c, [&](const std::vector<int64_t>& sizes) {
+    return at::zeros(sizes, points.options());
+  });
   voxels.index_put_({vid.index_select(0, store), slot.index_select(0, store)},
                     points.index_select(0, r.rows.index_select(0, store)));
   return {voxels, voxel_coords(r.keys.index_select(0, voxel_group), g),
