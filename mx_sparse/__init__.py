@@ -10,10 +10,13 @@ from .device import best_device
 from .modules import SparseModule, SparseSequential, ToDense, bn_relu
 from .sparse_tensor import SparseConvTensor
 from .compat import patch_mmcv, patch_spconv, unpatch_mmcv, unpatch_spconv  # compat surfaces
+from .compat.patching import patch_mx_driving, unpatch_mx_driving
 from .layouts import convert_weight
 from . import serialization  # noqa: F401  (SparseConvTensor and its map cache load under weights_only=True)
-
-__version__ = "0.1.0"
+from .voxelize import PointToVoxel, Voxels, voxelize
+from .compat.mx_driving import Voxelization, voxelization  # mx_driving's voxelization names
+from .config import show_config
+from .version import __version__
 
 __all__ = [
     "SparseConvTensor", "SparseConvolution", "SparseModule", "SparseSequential", "ToDense", "bn_relu",
@@ -22,4 +25,6 @@ __all__ = [
     "SparseInverseConv1d", "SparseInverseConv2d", "SparseInverseConv3d", "SparseInverseConv4d",
     "functional", "cpu_memory", "best_device",
     "patch_spconv", "unpatch_spconv", "patch_mmcv", "unpatch_mmcv", "convert_weight",
+    "PointToVoxel", "Voxels", "voxelize", "Voxelization", "voxelization",
+    "patch_mx_driving", "unpatch_mx_driving", "show_config",
 ]

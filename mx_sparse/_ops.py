@@ -127,6 +127,20 @@ def _batch_norm_relu_backward_fake(grad, input, mean, invstd, weight, scale, shi
     return torch.empty_like(input), input.new_empty((c,)), input.new_empty((c,))
 
 
+@_register_fake("voxelize_dynamic")
+def _voxelize_dynamic_fake(points, batch, voxel_size, point_cloud_range):
+    m = _data_dependent_size()
+    return (points.new_empty((m, 1 + len(voxel_size)), dtype=torch.int32), points.new_empty((m,), dtype=torch.int32),
+            points.new_empty((points.shape[0],), dtype=torch.int64))
+
+
+@_register_fake("voxelize_hard")
+def _voxelize_hard_fake(points, batch, voxel_size, point_cloud_range, max_points, max_voxels):
+    m = _data_dependent_size()
+    return (points.new_empty((m, max_points, points.shape[1])), points.new_empty((m, 1 + len(voxel_size)), dtype=torch.int32),
+            points.new_empty((m,), dtype=torch.int32), points.new_empty((points.shape[0],), dtype=torch.int64))
+
+
 def has_kernel(device_type: str, op: str = "gather_mm") -> bool:
     """True when this build has a kernel of ``op`` for ``device_type`` ('cpu', 'cuda', 'npu')."""
     key = {"cpu": "CPU", "cuda": "CUDA", "npu": "PrivateUse1"}.get(device_type)

@@ -75,7 +75,9 @@ class SparseConvolution(LayoutAware, SparseModule):
         return math.prod(self.kernel_size)
 
     def reset_parameters(self):
-        INITIALIZERS[self.mode](self.weight, self.bias)
+        # As in mx_driving: any mode other than "mmcv" (also one assigned after construction,
+        # e.g. None) initialises like spconv.
+        INITIALIZERS["mmcv" if self.mode == "mmcv" else "spconv"](self.weight, self.bias)
 
     def extra_repr(self) -> str:
         kind = "subm" if self.subm else "inverse" if self.inverse else "strided"

@@ -2,7 +2,6 @@
 SparseSequential (runs sparse layers and plain per-voxel layers such as
 BatchNorm1d/ReLU on the features), bn_relu (its fused BatchNorm1d+ReLU step for
 hand-written blocks), ToDense."""
-import copy
 from collections import OrderedDict
 
 import torch
@@ -81,9 +80,11 @@ class SparseSequential(SparseModule):
         return x
 
     def fused(self) -> "SparseSequential":
-        """A copy in which every sparse convolution directly followed by a BatchNorm1d
-        carries the normalisation in its weight and bias (inference only: uses the
-        running statistics). Nested SparseSequentials are fused too."""
+        """A new SparseSequential in which every sparse convolution directly followed by a
+        BatchNorm1d is replaced by a copy carrying the normalisation in its weight and bias
+        (inference only: uses the running statistics). Nested SparseSequentials are fused
+        too; every other module is the same object as here (as in mx_driving,
+        so gradients of the fused net reach these modules' parameters)."""
         from .conv import SparseConvolution, fuse_batchnorm
 
         items = list(self._modules.items())
@@ -95,7 +96,7 @@ class SparseSequential(SparseModule):
                 out[name] = fuse_batchnorm(module, nxt)
                 i += 2
                 continue
-            out[name] = module.fused() if isinstance(module, SparseSequential) else copy.deepcopy(module)
+            out[name] = module.fused() if isinstance(module, SparseSequential) else module
             i += 1
         return SparseSequential(out)
 

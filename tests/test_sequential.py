@@ -189,3 +189,25 @@ def test_indice_data_interface_survives_packing():
     assert not d._nbr.is_dense and torch.equal(d.nbr, nbr) and torch.equal(d.nbr_t, nbr_t)
     d.nbr = torch.full_like(nbr, -1)
     assert not d.has_transpose and (d.nbr == -1).all()
+
+
+def test_fused_keeps_the_modules_it_does_not_fold():
+    """As in mx_driving: only conv+BatchNorm pairs are replaced; other modules are the same
+    objects, so gradients through the fused net reach their parameters."""
+    conv, relu, tail = mx_sparse.SubMConv3d(4, 4, 3), nn.ReLU(), mx_sparse.SubMConv3d(4, 2, 3)
+    net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(4, 4, 3), nn.BatchNorm1d(4), conv, relu, tail)
+    fused = net.fused()
+    assert len(fused) == 4 and fused[1] is conv and fused[2] is relu and fused[3] is tail
+    assert fused[0] is not net[0]
+    fused(make_input(3)).features.sum().backward()
+    assert tail.weight.grad is not None and net[0].weight.grad is None
+
+
+def test_any_mode_but_mmcv_initialises_like_spconv():
+    torch.manual_seed(5)
+    a = mx_sparse.SubMConv3d(4, 6, 3, mode="spconv")
+    b = mx_sparse.SubMConv3d(4, 6, 3, mode="mmcv")
+    b.mode = None
+    torch.manual_seed(5)
+    b.reset_parameters()
+    assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)

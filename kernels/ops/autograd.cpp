@@ -153,4 +153,8 @@ at::Tensor backprop_filter_autograd(const at::Tensor& x, const at::Tensor& dy, c
 TORCH_LIBRARY_IMPL(mx_sparse, Autograd, m) {
   m.impl("gather_mm", &mxs::gather_mm_autograd);
   m.impl("gather_mm_backprop_filter", &mxs::backprop_filter_autograd);
+  // Voxelization is not differentiable (neither are spconv's and mmcv's): its outputs carry
+  // no autograd history, whatever the points require.
+  m.impl("voxelize_hard", torch::CppFunction::makeFallthrough());
+  m.impl("voxelize_dynamic", torch::CppFunction::makeFallthrough());
 }

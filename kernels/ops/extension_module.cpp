@@ -3,6 +3,8 @@
 #include <torch/extension.h>
 
 #include "cpu/large_tensor_pool.h"
+#include "ops/voxelize_args.h"
+#include "ops/voxelize_generic.h"
 
 namespace mxs {
 const char* gemm_float_isa();  // kernels/cpu/gemm_rows.h
@@ -46,4 +48,18 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Return the CPU large-tensor pool's kept memory to the system");
   m.def("cpu_pool_set_keep_limit", &mxs::large_tensor_pool_set_keep_limit,
         "Bound (bytes) on the freed memory the pool keeps resident");
+  m.def("voxel_grid_extent", [](const std::vector<double>& voxel_size, const std::vector<double>& range) {
+    const mxs::VoxelGrid g = mxs::make_voxel_grid(voxel_size, range);
+    return std::vector<int64_t>(g.extent, g.extent + g.ndim);
+  }, "Cells per point axis (x, y, z, ...) of the voxelization grid; checks the arguments like the ops");
+  // The CUDA / NPU voxelization (torch operators), callable on CPU tensors for tests.
+  m.def("voxelize_dynamic_generic", [](const at::Tensor& points, const std::optional<at::Tensor>& batch,
+                                       const std::vector<double>& voxel_size, const std::vector<double>& range) {
+    return mxs::voxelize_dynamic_generic(points, batch, voxel_size, range);
+  });
+  m.def("voxelize_hard_generic", [](const at::Tensor& points, const std::optional<at::Tensor>& batch,
+                                    const std::vector<double>& voxel_size, const std::vector<double>& range,
+                                    int64_t max_points, int64_t max_voxels) {
+    return mxs::voxelize_hard_generic(points, batch, voxel_size, range, max_points, max_voxels);
+  });
 }

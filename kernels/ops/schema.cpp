@@ -57,4 +57,20 @@ TORCH_LIBRARY(mx_sparse, m) {
   // and invstd on the input is included.
   m.def("batch_norm_relu_backward(Tensor grad, Tensor input, Tensor mean, Tensor invstd, Tensor? weight, "
         "Tensor scale, Tensor shift, bool batch_stats) -> (Tensor, Tensor, Tensor)");
+  // Voxelization of points [N, C] (float32/64/16, bfloat16; columns 0..ndim-1 are
+  // x, y, z, ...) into the grid of voxel_size [ndim] over point_cloud_range
+  // [min_0.., max_0..], with the cell rules of spconv / mmcv (kernels/common/
+  // voxel_rules.h). batch: optional sample index per point (int32/int64 >= 0).
+  // Voxels are listed per sample in ascending batch, within a sample in the order
+  // of their first point; coords [M, 1+ndim] int32 = (batch, z, y, x);
+  // point_voxel [N] int64 = voxel row of each point, -1 outside the range.
+  // Dynamic: every in-range point is mapped; num_points [M] int32 counts them.
+  m.def("voxelize_dynamic(Tensor points, Tensor? batch, float[] voxel_size, float[] point_cloud_range) "
+        "-> (Tensor coords, Tensor num_points, Tensor point_voxel)");
+  // Hard: the first max_voxels voxels of each sample (-1: no cap) and the first
+  // max_points points of each voxel, in input order, as voxels [M, max_points, C]
+  // (zero-padded); num_points = stored points; point_voxel = -2 for a point whose
+  // voxel was beyond max_voxels (a point beyond max_points keeps its voxel's row).
+  m.def("voxelize_hard(Tensor points, Tensor? batch, float[] voxel_size, float[] point_cloud_range, "
+        "int max_points, int max_voxels) -> (Tensor voxels, Tensor coords, Tensor num_points, Tensor point_voxel)");
 }

@@ -1,7 +1,7 @@
 """``patch_spconv`` / ``patch_mmcv``: make ``import spconv...`` / ``import mmcv.ops...`` resolve
 to mx_sparse by placing mx_sparse's module objects in ``sys.modules`` (the import system
 looks there first, so this works even when the real packages are installed). Modules the
-surfaces do not provide (e.g. ``spconv.utils``) are not importable while patched.
+surfaces do not provide (e.g. ``spconv.pytorch.hash``) are not importable while patched.
 ``unpatch_*`` restores what ``sys.modules`` held before."""
 import importlib
 import sys
@@ -20,12 +20,28 @@ _SPCONV = {
     "spconv.pytorch.pool": "mx_sparse.compat.spconv2.pytorch.pool",
     "spconv.pytorch.tables": "mx_sparse.compat.spconv2.pytorch.tables",
     "spconv.pytorch.constants": "mx_sparse.compat.spconv2.pytorch.constants",
+    "spconv.pytorch.utils": "mx_sparse.compat.spconv2.pytorch.utils",
+    "spconv.utils": "mx_sparse.compat.spconv2.utils",
+}
+_MX_DRIVING = {
+    "mx_driving": "mx_sparse.compat.mx_driving",
+    "mx_driving._C": "mx_sparse.compat.mx_driving._C",
+    "mx_driving.spconv": "mx_sparse.spconv",
+    "mx_driving.point": "mx_sparse.compat.mx_driving.point",
+    "mx_driving.modules": "mx_sparse.compat.mx_driving.modules",
+    "mx_driving.modules.sparse_conv": "mx_sparse.compat.mx_driving.modules.sparse_conv",
+    "mx_driving.modules.sparse_modules": "mx_sparse.compat.mx_driving.modules.sparse_modules",
+    "mx_driving.modules.sparse_structure": "mx_sparse.compat.mx_driving.modules.sparse_structure",
+    "mx_driving.modules.voxelization": "mx_sparse.compat.mx_driving.modules.voxelization",
+    "mx_driving.ops": "mx_sparse.compat.mx_driving.ops",
+    "mx_driving.ops.voxelization": "mx_sparse.compat.mx_driving.ops.voxelization",
 }
 _MMCV_SUBMODULES = {
     "mmcv.ops.sparse_conv": "mx_sparse.ops.sparse_conv",
     "mmcv.ops.sparse_structure": "mx_sparse.ops.sparse_structure",
     "mmcv.ops.sparse_modules": "mx_sparse.ops.sparse_modules",
     "mmcv.ops.sparse_pool": "mx_sparse.ops.sparse_pool",
+    "mmcv.ops.voxelize": "mx_sparse.ops.voxelize",
 }
 _saved = {}
 _replaced_attrs = {}
@@ -37,25 +53,68 @@ def _save(prefix):
         _saved[prefix] = {n: m for n, m in sys.modules.items() if n == prefix or n.startswith(prefix + ".")}
 
 
+def _install(prefix, mapping):
+    _save(prefix)
+    for name in [n for n in sys.modules if n == prefix or n.startswith(prefix + ".")]:
+        del sys.modules[name]
+    for name, target in mapping.items():
+        sys.modules[name] = importlib.import_module(target)
+
+
+def _restore(prefix):
+    if prefix not in _saved:
+        return
+    for name in [n for n in sys.modules if n == prefix or n.startswith(prefix + ".")]:
+        del sys.modules[name]
+    sys.modules.update(_saved.pop(prefix))
+
+
+def _install_tensorview_if_missing():
+    """OpenPCDet-style code hands spconv's point-to-voxel classes ``cumm.tensorview`` tensors;
+    without cumm (it comes with spconv) a minimal stand-in module serves them."""
+    try:
+        importlib.import_module("cumm.tensorview")
+        return
+    except ImportError:
+        pass
+    _save("cumm")
+    cumm = types.ModuleType("cumm", "minimal cumm package created by mx_sparse.patch_spconv()")
+    cumm.__path__ = []
+    cumm.tensorview = importlib.import_module("mx_sparse.compat.cumm_tensorview")
+    sys.modules["cumm"] = cumm
+    sys.modules["cumm.tensorview"] = cumm.tensorview
+
+
 def patch_spconv() -> types.ModuleType:
     """After this call ``import spconv``, ``import spconv.pytorch as spconv`` and
     ``from spconv.pytorch import SubMConv3d`` give mx_sparse's spconv-2.x surface (weights
-    in spconv's ``[Cout, *kernel, Cin]`` layout). Returns the ``spconv.pytorch`` module."""
-    _save("spconv")
-    for name in [n for n in sys.modules if n == "spconv" or n.startswith("spconv.")]:
-        del sys.modules[name]
-    for name, target in _SPCONV.items():
-        sys.modules[name] = importlib.import_module(target)
+    in spconv's ``[Cout, *kernel, Cin]`` layout), ``spconv.utils.Point2VoxelCPU3d`` and
+    ``spconv.pytorch.utils.PointToVoxel`` its voxelization (and, where cumm is not
+    installed, ``cumm.tensorview`` a minimal stand-in). Returns the ``spconv.pytorch`` module."""
+    _install("spconv", _SPCONV)
+    _install_tensorview_if_missing()
     return sys.modules["spconv.pytorch"]
 
 
 def unpatch_spconv() -> None:
-    """Restores the ``spconv`` modules present before ``patch_spconv()``."""
-    if "spconv" not in _saved:
-        return
-    for name in [n for n in sys.modules if n == "spconv" or n.startswith("spconv.")]:
-        del sys.modules[name]
-    sys.modules.update(_saved.pop("spconv"))
+    """Restores the ``spconv`` (and ``cumm``) modules present before ``patch_spconv()``."""
+    _restore("spconv")
+    _restore("cumm")
+
+
+def patch_mx_driving() -> types.ModuleType:
+    """After this call ``import mx_driving`` and its module paths (``mx_driving.spconv``,
+    ``mx_driving.modules.sparse_conv`` / ``sparse_modules`` / ``sparse_structure`` /
+    ``voxelization``, ``mx_driving.ops.voxelization``, ``mx_driving.point``, ``mx_driving._C``)
+    give mx_sparse's mx_driving surface: its sparse convolutions and voxelization, on every
+    device mx_sparse supports. Returns the ``mx_driving`` module."""
+    _install("mx_driving", _MX_DRIVING)
+    return sys.modules["mx_driving"]
+
+
+def unpatch_mx_driving() -> None:
+    """Restores the ``mx_driving`` modules present before ``patch_mx_driving()``."""
+    _restore("mx_driving")
 
 
 def patch_mmcv(register: bool = True) -> types.ModuleType:

@@ -1,17 +1,18 @@
-"""The ``mmcv.ops`` sparse names over mx_sparse (``from mx_sparse.ops import ...`` or,
+"""The ``mmcv.ops`` sparse-convolution and voxelization names over mx_sparse (``from mx_sparse.ops import ...`` or,
 after ``mx_sparse.patch_mmcv()``, ``from mmcv.ops import ...``)."""
-from . import sparse_conv, sparse_modules, sparse_pool, sparse_structure  # noqa: F401
+from . import sparse_conv, sparse_modules, sparse_pool, sparse_structure, voxelize  # noqa: F401
 from .sparse_conv import (SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,  # noqa: F401
                           SparseConvTranspose2d, SparseConvTranspose3d, SparseInverseConv2d, SparseInverseConv3d,
                           SubMConv2d, SubMConv3d, SubMConv4d)
 from .sparse_modules import SparseModule, SparseSequential  # noqa: F401
 from .sparse_pool import SparseMaxPool, SparseMaxPool2d, SparseMaxPool3d  # noqa: F401
 from .sparse_structure import SparseConvTensor, scatter_nd  # noqa: F401
+from .voxelize import Voxelization, voxelization  # noqa: F401
 
 SPARSE_NAMES = ["SparseConvTensor", "SubMConv2d", "SubMConv3d", "SubMConv4d", "SparseConv2d", "SparseConv3d",
                 "SparseConv4d", "SparseInverseConv2d", "SparseInverseConv3d", "SparseConvTranspose2d",
                 "SparseConvTranspose3d", "SparseMaxPool2d", "SparseMaxPool3d", "SparseSequential", "SparseModule",
-                "scatter_nd"]
+                "scatter_nd", "Voxelization", "voxelization"]
 __all__ = SPARSE_NAMES
 
 

@@ -1,0 +1,114 @@
+"""What this installation of mx_sparse is and can do: ``mx_sparse.show_config()`` and
+``python -m mx_sparse`` print it; ``config()`` returns it as a dict. Everything is read
+from the running build (the op registrations in the dispatcher, the CPU kernel chosen at
+load time, the environment), not from what the build was meant to have."""
+import importlib.util
+import os
+import platform
+import sys
+from typing import Dict, List, Optional, TextIO
+
+import torch
+
+from . import _C
+from .version import __version__
+
+# Environment switches mx_sparse reads, with what setting them does.
+SWITCHES = {
+    "MXS_CPU_PORTABLE": "1 keeps every CPU kernel on its portable C++ path (read when the extension loads)",
+    "MXS_DISABLE_AMX": "1 turns the AMX bfloat16 kernel off",
+    "MXS_CPU_POOL": "0 turns the CPU large-tensor pool off (read at the first large tensor)",
+    "MXS_CPU_POOL_KEEP_MB": "freed MiB the CPU pool keeps resident (default 256)",
+}
+_BACKEND_KEYS = (("CPU", "CPU"), ("CUDA", "CUDA"), ("NPU", "PrivateUse1"))
+_ISA_NAMES = {"avx512": "AVX-512", "amx": "AMX", "generic": "portable"}
+
+
+def _ops_with_kernel(key: str) -> List[str]:
+    return sorted(n.split("::", 1)[1] for n in torch._C._dispatch_get_registrations_for_dispatch_key(key)
+                  if n.startswith("mx_sparse::"))
+
+
+def _declared_ops() -> List[str]:
+    return sorted(n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("mx_sparse::"))
+
+
+def _module_version(name: str) -> Optional[str]:
+    if importlib.util.find_spec(name) is None:
+        return None
+    try:
+        return getattr(importlib.import_module(name), "__version__", "present")
+    except Exception as e:  # importable spec, broken import: say so
+        return f"present but fails to import ({type(e).__name__})"
+
+
+def config() -> Dict[str, object]:
+    """The facts ``show_config`` prints, as a dict."""
+    declared = _declared_ops()
+    backends = {name: _ops_with_kernel(key) for name, key in _BACKEND_KEYS}
+    npu_lib = [f for f in os.listdir(os.path.dirname(__file__)) if f.startswith("_C_npu")]
+    return {
+        "version": __version__,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "threads": torch.get_num_threads(),
+        "location": os.path.dirname(os.path.abspath(__file__)),
+        "ops": declared,
+        "kernels": backends,
+        "cpu_gemm": {dtype: _ISA_NAMES.get(isa, isa) for dtype, isa in sorted(_C.cpu_gemm_kernels().items())},
+        "cuda_available": torch.cuda.is_available(),
+        "torch_cuda": torch.version.cuda,
+        "triton": _module_version("triton"),
+        "torch_npu": _module_version("torch_npu"),
+        "npu_binding": npu_lib[0] if npu_lib else None,
+        "ascend_custom_opp_path": os.environ.get("ASCEND_CUSTOM_OPP_PATH"),
+        "switches": {name: os.environ.get(name) for name in SWITCHES},
+        "other_env": {k: v for k, v in sorted(os.environ.items())
+                      if (k.startswith("MXS_") and k not in SWITCHES) or k == "TRITON_INTERPRET"},
+    }
+
+
+def _kernel_line(ops: List[str], declared: List[str]) -> str:
+    if not ops:
+        return f"0 of {len(declared)} ops"
+    if len(ops) == len(declared):
+        return f"all {len(declared)} ops"
+    return f"{len(ops)} of {len(declared)} ops ({', '.join(ops)})"
+
+
+def format_config(c: Dict[str, object]) -> str:
+    k, declared = c["kernels"], c["ops"]
+    cuda = "available" if c["cuda_available"] else \
+        ("not available" if c["torch_cuda"] else "not available (CPU build of torch)")
+
+    def generic(device):   # the voxelization ops' torch-operator implementation
+        return "; voxelize_* on torch's own operators" if "voxelize_hard" in k[device] else ""
+
+    lines = [
+        f"mx_sparse {c['version']}  ({c['location']})",
+        f"torch {c['torch']}, Python {c['python']}, {c['platform']}, {c['threads']} threads",
+        "backends (ops of torch.ops.mx_sparse with a kernel registered for the device):",
+        f"  CPU   {_kernel_line(k['CPU'], declared)}; gather_mm kernel: "
+        + ", ".join(f"{dtype} {isa}" for dtype, isa in c["cpu_gemm"].items()),
+        f"  CUDA  {_kernel_line(k['CUDA'], declared)}; torch CUDA {cuda}; "
+        f"triton {c['triton'] or 'not installed'}{generic('CUDA')}",
+        f"  NPU   {_kernel_line(k['NPU'], declared)}; torch_npu {c['torch_npu'] or 'not installed'}; "
+        f"mx_sparse NPU binding {c['npu_binding'] or 'not built'}; "
+        f"custom-op package (ASCEND_CUSTOM_OPP_PATH) {c['ascend_custom_opp_path'] or 'not set'}{generic('NPU')}",
+        "environment switches:",
+    ]
+    for name, value in c["switches"].items():
+        lines.append(f"  {name}={value if value is not None else ''}{'' if value is not None else '(unset)'}"
+                     f"  -- {SWITCHES[name]}")
+    for name, value in c["other_env"].items():
+        lines.append(f"  {name}={value}")
+    return "\n".join(lines)
+
+
+def show_config(file: Optional[TextIO] = None) -> None:
+    """Prints version, torch version, the backends with the ops that have kernels registered
+    (CPU: the gather_mm kernel each dtype runs on -- AVX-512, AMX or portable; CUDA: whether
+    torch has CUDA and triton is installed; NPU: torch_npu, mx_sparse's NPU binding and the
+    custom-op package), and the environment switches in effect."""
+    print(format_config(config()), file=file or sys.stdout)
