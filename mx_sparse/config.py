@@ -19,6 +19,7 @@ SWITCHES = {
     "MXS_DISABLE_AMX": "1 turns the AMX bfloat16 kernel off",
     "MXS_CPU_POOL": "0 turns the CPU large-tensor pool off (read at the first large tensor)",
     "MXS_CPU_POOL_KEEP_MB": "freed MiB the CPU pool keeps resident (default 256)",
+    "MXS_CUDA_ON_CPU": "1 runs the CUDA backend (Triton kernels interpreted) for CPU tensors (read at import)",
 }
 _BACKEND_KEYS = (("CPU", "CPU"), ("CUDA", "CUDA"), ("NPU", "PrivateUse1"))
 _ISA_NAMES = {"avx512": "AVX-512", "amx": "AMX", "generic": "portable"}

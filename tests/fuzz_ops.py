@@ -97,7 +97,7 @@ def damage_tensor(data, t):
     return flat.reshape(t.shape)
 
 
-def damage(data, type_name, value):
+def damage(data, type_name, value, huge_ints=HUGE_INTS):
     if type_name == "Optional[Tensor]":
         if value is None:
             return torch.zeros(data.draw(st.integers(0, 3)), 2, dtype=torch.int32)
@@ -105,7 +105,7 @@ def damage(data, type_name, value):
     if type_name == "Tensor":
         return damage_tensor(data, value)
     if type_name == "int":
-        return data.draw(st.sampled_from(HUGE_INTS + [value + 1, -value]))
+        return data.draw(st.sampled_from(huge_ints + [value + 1, -value]))
     if type_name == "List[int]":
         kind = data.draw(st.sampled_from(["drop", "add", "value", "empty"]))
         value = list(value)
@@ -254,7 +254,7 @@ def fuzz_op(name, examples, progress):
         damaged = []
         for _ in range(data.draw(st.integers(0, 2), label="damages")):
             arg = data.draw(st.sampled_from(sorted(args)), label="argument")
-            args[arg] = damage(data, types[arg], args[arg])
+            args[arg] = damage(data, types[arg], args[arg], spec.int_damage or HUGE_INTS)
             damaged.append(arg)
         progress.note(name, args)
         progress.count(name, check_call(fn, spec.reference, args, list(types), name, damaged))

@@ -19,6 +19,8 @@ from typing import Callable, Dict, Optional
 import torch
 from hypothesis import strategies as st
 
+import voxel_reference
+
 INT32_MAX = 2 ** 31 - 1
 INT64_MAX = 2 ** 63 - 1
 MAX_SPATIAL_DIMS = 4
@@ -48,6 +50,7 @@ class Spec:
     valid: Callable
     reference: Callable
     rtol: float = 1e-5   # relative to the sum of |terms| of each output element (see fuzz_ops.compare)
+    int_damage: Optional[list] = None   # values a damaged int argument takes instead of fuzz_ops.HUGE_INTS
 
 
 def require(cond, *names):
@@ -545,6 +548,92 @@ def ref_batch_norm_relu_backward(grad, input, mean, invstd, weight, scale, shift
             Bounded(dbeta.to(input.dtype), g.abs().sum(0)))
 
 
+# ---------------------------------------------------------------- voxelize_hard / voxelize_dynamic
+
+def valid_voxelize(data, hard):
+    ndim = data.draw(st.integers(1, 4))
+    n, c = data.draw(st.integers(1, 30)), ndim + data.draw(st.integers(0, 2))
+    size = [data.draw(st.sampled_from([0.25, 0.5, 1.0, 0.3])) for _ in range(ndim)]
+    lo = [data.draw(st.sampled_from([-2.0, -0.5, 0.0])) for _ in range(ndim)]
+    hi = [a + data.draw(st.sampled_from([0.5, 1.0, 2.5])) for a in lo]
+    g = torch.Generator().manual_seed(data.draw(st.integers(0, 10 ** 6)))
+    # on a quarter grid reaching past the range: points on cell edges, on both bounds and outside
+    coords = torch.randint(-12, 16, (n, ndim), generator=g).double() / 4
+    points = torch.cat([coords, torch.randn(n, c - ndim, generator=g, dtype=torch.float64)], 1)
+    batch = None
+    if data.draw(st.booleans()):
+        batch = torch.randint(0, 3, (n,), generator=g).to(data.draw(st.sampled_from([torch.int32, torch.int64])))
+    args = dict(points=points.to(data.draw(st.sampled_from(FLOAT_DTYPES))), batch=batch, voxel_size=size,
+                point_cloud_range=lo + hi)
+    if hard:
+        args.update(max_points=data.draw(st.integers(1, 3)), max_voxels=data.draw(st.sampled_from([-1, 1, 2, 5])))
+    return args
+
+
+def check_voxelize(points, batch, voxel_size, point_cloud_range):
+    """The arguments' contract (kernels/ops/voxelize_args.h states it too); returns ndim."""
+    require(isinstance(voxel_size, (list, tuple)) and 1 <= len(voxel_size) <= MAX_SPATIAL_DIMS, "voxel_size")
+    ndim = len(voxel_size)
+    require(isinstance(point_cloud_range, (list, tuple)) and len(point_cloud_range) == 2 * ndim,
+            "point_cloud_range", "voxel_size")
+    f32 = [float(torch.tensor(v, dtype=torch.float64).float()) for v in list(voxel_size) + list(point_cloud_range)]
+    size, lo, hi = f32[:ndim], f32[ndim:2 * ndim], f32[2 * ndim:]
+    require(all(math.isfinite(v) and v > 0 for v in size), "voxel_size")
+    require(all(math.isfinite(a) and math.isfinite(b) and b > a for a, b in zip(lo, hi)), "point_cloud_range")
+    extents = voxel_reference.extents(voxel_size, point_cloud_range)
+    require(all(1 <= e <= INT32_MAX for e in extents), "voxel_size", "point_cloud_range")
+    require(math.prod(extents) <= INT64_MAX, "voxel_size", "point_cloud_range")
+    require(is_tensor(points) and points.dtype in FLOAT_DTYPES, "points")
+    require(points.dim() == 2 and points.shape[1] >= ndim and points.shape[0] >= 1, "points")
+    require(bool(torch.isfinite(points).all()), "points")
+    if batch is not None:
+        require(is_tensor(batch) and batch.dtype in (torch.int32, torch.int64), "batch")
+        require(batch.dim() == 1 and batch.shape[0] == points.shape[0], "batch", "points")
+        require(int(batch.min()) >= 0, "batch")
+        require((int(batch.max()) + 1) * math.prod(extents) <= INT64_MAX, "batch")
+    return ndim
+
+
+def voxelize_reference(points, batch, voxel_size, point_cloud_range, max_points=None, max_voxels=None):
+    """voxel_reference.voxelize (one pass over the points per sample, NumPy float32 cell
+    arithmetic, float64 for float64 points) on the points' exact values."""
+    wide = points.double() if points.dtype == torch.float64 else points.float()
+    voxels, coords, num, point_voxel = voxel_reference.voxelize(
+        wide.numpy(), list(voxel_size), list(point_cloud_range), max_points, max_voxels,
+        None if batch is None else batch.long().numpy())
+    out = (torch.from_numpy(coords), torch.from_numpy(num), torch.from_numpy(point_voxel))
+    if voxels is None:
+        return out
+    return (torch.from_numpy(voxels).to(points.dtype),) + out
+
+
+def ref_voxelize_dynamic(points, batch, voxel_size, point_cloud_range):
+    check_voxelize(points, batch, voxel_size, point_cloud_range)
+    return voxelize_reference(points, batch, voxel_size, point_cloud_range)
+
+
+def ref_voxelize_hard(points, batch, voxel_size, point_cloud_range, max_points, max_voxels):
+    check_voxelize(points, batch, voxel_size, point_cloud_range)
+    v = Violations()
+    v.check(max_points >= 1, "max_points")
+    v.check(max_voxels >= 1 or max_voxels == -1, "max_voxels")
+    v.settle()
+    cap = None if max_voxels == -1 else max_voxels
+    coords = voxelize_reference(points, batch, voxel_size, point_cloud_range, None, cap)[0]
+    m, c = coords.shape[0], points.shape[1]
+    # the voxels tensor [M, max_points, C]: strides within int64 and, when it holds voxels, bytes
+    # within any memory (VOXELIZE_INT_DAMAGE keeps the machine-dependent middle out)
+    require(max_points * c <= INT64_MAX if m == 0 else m * max_points * c * points.element_size() <= 2 ** 40,
+            "max_points")
+    return voxelize_reference(points, batch, voxel_size, point_cloud_range, max_points, cap)
+
+
+# damaged ints of the caps: a [M, 2^31, C] voxels tensor (12 GiB to 2 TiB here) may or may not be
+# allocatable depending on the machine, so 2^31 - 1 and 2^31 are left out; the contract is exact
+# for the others (a cap of 2^62 or more always exceeds any memory or overflows)
+VOXELIZE_INT_DAMAGE = [-1, 0, -5, 2 ** 62, 2 ** 63 - 1, -2 ** 63]
+
+
 # ---------------------------------------------------------------- the table
 
 SPECS: Dict[str, Spec] = {
@@ -558,6 +647,9 @@ SPECS: Dict[str, Spec] = {
     "batch_norm_relu_forward": Spec(valid_batch_norm_relu_forward, ref_batch_norm_relu_forward),
     "scale_shift_relu": Spec(valid_scale_shift_relu, ref_scale_shift_relu),
     "batch_norm_relu_backward": Spec(valid_batch_norm_relu_backward, ref_batch_norm_relu_backward),
+    "voxelize_dynamic": Spec(lambda d: valid_voxelize(d, False), ref_voxelize_dynamic),
+    "voxelize_hard": Spec(lambda d: valid_voxelize(d, True), ref_voxelize_hard,
+                          int_damage=VOXELIZE_INT_DAMAGE),
 }
 
 

@@ -139,7 +139,9 @@ BAD = [
     ("batch: expected sample indices >= 0", lambda p: (p, -torch.ones(p.shape[0], dtype=torch.long)), {}),
     ("batch: expected shape [", lambda p: (p, torch.zeros(3, dtype=torch.long)), {}),
     ("batch: expected an int64 or int32 tensor", lambda p: (p, torch.zeros(p.shape[0])), {}),
-    ("batch: 4611686018427387904 samples", lambda p: (p, torch.full((p.shape[0],), 2**62 - 1)), {}),
+    ("batch: sample index 4611686018427387903 makes", lambda p: (p, torch.full((p.shape[0],), 2**62 - 1)), {}),
+    # the largest int64 index: its sample count would wrap (its points used to vanish silently)
+    ("batch: sample index 9223372036854775807 makes", lambda p: (p, torch.full((p.shape[0],), 2**63 - 1)), {}),
     ("max_points: expected >= 1", lambda p: (p,), {"max_points": 0}),
     ("max_voxels: expected >= 1", lambda p: (p,), {"max_voxels": 0}),
     ("max_points: the voxels tensor", lambda p: (p,), {"max_points": 2**40}),

@@ -100,9 +100,11 @@ inline std::optional<at::Tensor> check_voxelize_batch(const std::optional<at::Te
   at::Tensor b64 = b.to(at::kLong);
   const int64_t lo = b64.min().item<int64_t>(), hi = b64.max().item<int64_t>();
   TORCH_CHECK_VALUE(lo >= 0, "batch: expected sample indices >= 0, got ", lo);
+  // hi + 1 samples; hi = INT64_MAX would wrap the count (and its points vanish as out of range)
+  TORCH_CHECK_VALUE(hi < INT64_MAX && grid_fits_int64(g.packed, hi + 1), "batch: sample index ", hi,
+                    " makes ", hi, " + 1 samples; times the voxel grid that exceeds the int64 key range; use "
+                    "fewer samples or a coarser grid");
   g.batch_size = hi + 1;
-  TORCH_CHECK_VALUE(grid_fits_int64(g.packed, g.batch_size), "batch: ", g.batch_size,
-                    " samples x the voxel grid exceed the int64 key range; use fewer samples or a coarser grid");
   return b64;
 }
 
