@@ -7,6 +7,9 @@
 // the outputs allocated by ATen beforehand. What an AscendC kernel does not support is checked
 // here before launch, with a clear error:
 //   * K > 125 for the maps, Cin/Cout > 65535 per group, dtypes other than fp32/fp16/bf16.
+// The map builders' arguments and index values are checked as on the CPU, with the same messages
+// (kernels/ops/op_args.h, index_checks_generic.h); transpose_map is kernels/ops' tensor-operator
+// version (transpose_map_generic.h), checks included.
 // groups > 1 is a composition of our kernels, not a kernel of its own: the AscendC kernels compute
 // one group, so gather_mm / gather_mm_backprop_filter launch once per group on the channel slices
 // (features[:, g*Cin_g : (g+1)*Cin_g], weight[:, :, g*Cout_g : (g+1)*Cout_g], grad[:, g*Cout_g ...])
@@ -22,6 +25,9 @@
 #include <vector>
 
 #include "op_plugin/utils/op_api_common.h"
+
+#include "../../ops/index_checks_generic.h"  // the argument and index checks every backend shares
+#include "../../ops/transpose_map_generic.h"
 
 namespace mxs_npu {
 namespace {
@@ -141,14 +147,25 @@ at::Tensor conv_output_keys(const at::Tensor& indices, c10::IntArrayRef spatial_
   return ukeys.narrow(0, 0, count.item<int32_t>());
 }
 
+// The CPU builders' index value checks, with tensor operators: the
+// lookup kernel's low-word key compares (key_bound) hold only for rows inside the grid, and a
+// duplicate voxel has no well-defined map.
+void check_index_rows(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size) {
+  TORCH_CHECK_VALUE(indices.size(0) < INT32_MAX, "indices: ", indices.size(0),
+                    " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
+  mxs::check_index_values_generic(indices, spatial_shape, batch_size);
+}
+
 }  // namespace
 
 at::Tensor build_subm_map_npu(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
                               c10::IntArrayRef kernel_size, c10::IntArrayRef dilation) {
-  TORCH_CHECK_VALUE(indices.dim() == 2 && indices.scalar_type() == at::kInt &&
-                        indices.size(1) == static_cast<int64_t>(spatial_shape.size()) + 1,
-                    "indices: expected int32 [N, 1 + ndim], got ", indices.scalar_type(), " ", indices.sizes());
+  const mxs::Grid grid = mxs::make_grid(spatial_shape, batch_size);
+  mxs::check_indices(indices, grid.ndim);
   const size_t nd = spatial_shape.size();
+  const std::vector<int64_t> unit(nd, 1), none(nd, 0);
+  mxs::make_geometry(grid.ndim, kernel_size, unit, none, dilation);
+  check_index_rows(indices, spatial_shape, batch_size);
   std::vector<int64_t> padded(nd), shift(nd), one(nd, 1);
   for (size_t d = 0; d < nd; ++d) {
     shift[d] = (kernel_size[d] / 2) * dilation[d];
@@ -172,9 +189,11 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_npu(const at::Tensor& indices,
                                                       int64_t batch_size, c10::IntArrayRef kernel_size,
                                                       c10::IntArrayRef stride, c10::IntArrayRef padding,
                                                       c10::IntArrayRef dilation) {
-  TORCH_CHECK_VALUE(indices.dim() == 2 && indices.scalar_type() == at::kInt &&
-                        indices.size(1) == static_cast<int64_t>(spatial_shape.size()) + 1,
-                    "indices: expected int32 [N, 1 + ndim], got ", indices.scalar_type(), " ", indices.sizes());
+  const mxs::Grid grid = mxs::make_grid(spatial_shape, batch_size);
+  mxs::check_indices(indices, grid.ndim);
+  const mxs::ConvGeometry geo = mxs::make_geometry(grid.ndim, kernel_size, stride, padding, dilation);
+  mxs::conv_output_grid(grid, geo, spatial_shape, batch_size);
+  check_index_rows(indices, spatial_shape, batch_size);
   const int64_t nd = static_cast<int64_t>(spatial_shape.size());
   std::vector<int64_t> out_shape(nd), padded(nd), lo(nd), zero(nd, 0), one(nd, 1), strides(nd);
   for (int64_t d = 0; d < nd; ++d) {
@@ -272,23 +291,13 @@ at::Tensor gather_mm_backprop_filter_npu(const at::Tensor& features, const at::T
 
 }  // namespace mxs_npu
 
-// transpose_map has no AscendC kernel: the composite torch ops of the CPU backend's definition
-// are not registered here, so the dispatcher reports it as unsupported on NPU (listed in the docs).
 namespace mxs_npu {
 namespace {
 
-// transpose_map needs no AscendC kernel: it is one index_put of ATen ops, which
-// torch_npu runs on the device (documented fallback composition).
+// transpose_map has no AscendC kernel: the tensor-operator version (kernels/ops), which torch_npu
+// runs on the device, with the CPU kernel's checks.
 at::Tensor transpose_map_npu(const at::Tensor& nbr, int64_t num_rows) {
-  check_map(nbr, "nbr");
-  TORCH_CHECK_VALUE(num_rows >= 0, "num_rows: expected >= 0, got ", num_rows);
-  const int64_t m = nbr.size(0), kvol = nbr.size(1);
-  at::Tensor out = at::full({num_rows, kvol}, -1, nbr.options());
-  const at::Tensor valid = nbr.ge(0);
-  const at::Tensor rows = at::arange(m, nbr.options()).unsqueeze(1).expand({m, kvol});
-  const at::Tensor ks = at::arange(kvol, nbr.options().dtype(at::kLong)).unsqueeze(0).expand({m, kvol});
-  out.index_put_({nbr.masked_select(valid).to(at::kLong), ks.masked_select(valid)}, rows.masked_select(valid));
-  return out;
+  return mxs::transpose_map_generic(nbr, num_rows);
 }
 
 }  // namespace
