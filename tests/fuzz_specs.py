@@ -13,6 +13,7 @@ An op without an entry fails test_fuzz.py::test_every_op_has_a_fuzz_spec, so ops
 the schema get a spec (and a contract) before they merge.
 """
 import math
+import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional
 
@@ -371,6 +372,21 @@ def check_gather(features, nbr, nbr_t, groups, other, other_name):
     v.settle()
 
 
+# The CUDA backend's Triton kernels multiply an absent neighbour by zero instead of skipping it
+# (a dense tile over (offset, channel) pairs, as a dense conv3d on the densified tensor and
+# spconv's implicit GEMM do): the sums are the same, but an Inf or NaN in the other operand then
+# turns 0 x Inf into NaN where the CPU kernels, which skip, give a finite value. Under
+# MXS_CUDA_ON_CPU=1 the contract of the two compute primitives is that one (docs/en/cuda.md).
+ABSENT_TIMES_ZERO = os.environ.get("MXS_CUDA_ON_CPU", "0") not in ("", "0")
+
+
+def neighbour_row(x, i, cols):
+    """Input row i (a zero row for an absent neighbour under ABSENT_TIMES_ZERO), or None to skip."""
+    if i >= 0:
+        return x[i, cols]
+    return torch.zeros(x.shape[1], dtype=x.dtype)[cols] if ABSENT_TIMES_ZERO else None
+
+
 def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric):
     check_gather(features, nbr, nbr_t, groups, weight, "weight")
     x, w = features.double(), weight.double()
@@ -381,10 +397,11 @@ def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric):
     for r in range(m):
         for k in range(kvol):
             i = int(nbr[r, k])
-            if i < 0:
-                continue
             for g in range(groups):
-                a, b = x[i, g * cin_g:(g + 1) * cin_g], w[k, :, g * cout_g:(g + 1) * cout_g]
+                a = neighbour_row(x, i, slice(g * cin_g, (g + 1) * cin_g))
+                if a is None:
+                    continue
+                b = w[k, :, g * cout_g:(g + 1) * cout_g]
                 out[r, g * cout_g:(g + 1) * cout_g] += a @ b
                 bound[r, g * cout_g:(g + 1) * cout_g] += a.abs() @ b.abs()
     return Bounded(out.to(features.dtype), bound)
@@ -400,10 +417,11 @@ def ref_gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric)
     for r in range(nbr.shape[0]):
         for k in range(kvol):
             i = int(nbr[r, k])
-            if i < 0:
-                continue
             for g in range(groups):
-                a, b = x[i, g * cin_g:(g + 1) * cin_g], dy[r, g * cout_g:(g + 1) * cout_g]
+                a = neighbour_row(x, i, slice(g * cin_g, (g + 1) * cin_g))
+                if a is None:
+                    continue
+                b = dy[r, g * cout_g:(g + 1) * cout_g]
                 dw[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a, b)
                 bound[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a.abs(), b.abs())
     return Bounded(dw.to(features.dtype), bound)

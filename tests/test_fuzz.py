@@ -3,7 +3,8 @@ layers (fuzz_ops.py, fuzz_layers.py, contracts in fuzz_specs.py), in a subproces
 limit, so that a segfault, abort or hang fails these tests instead of killing pytest.
 
 MXS_FUZZ_EXAMPLES sets the examples per op (and for the layers); the default run takes
-about a minute on two cores. ``-m slow`` adds a longer run.
+about a minute on two cores. The same fuzz runs once more through the CUDA backend's code
+(MXS_CUDA_ON_CPU=1). ``-m slow`` adds longer runs.
 """
 import os
 import signal
@@ -18,6 +19,7 @@ import mx_sparse  # noqa: F401  (registers the ops)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = int(os.environ.get("MXS_FUZZ_EXAMPLES", "400"))
+CUDA_EXAMPLES = int(os.environ.get("MXS_FUZZ_EXAMPLES", "200"))   # interpreted kernels: slower per call
 
 
 def registered_ops():
@@ -34,11 +36,12 @@ def test_every_op_has_a_fuzz_spec():
     assert not stale, f"fuzz specs of ops that are not registered: {stale}"
 
 
-def run_isolated(cmd, progress, timeout):
-    """(passed, report): the command in its own process; a signal or a timeout is a failure
-    that names the last input written to ``progress``."""
+def run_isolated(cmd, progress, timeout, env=None):
+    """(passed, report): the command in its own process (``env``: extra environment variables);
+    a signal or a timeout is a failure that names the last input written to ``progress``."""
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(HERE))
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=os.path.dirname(HERE),
+                           env=dict(os.environ, **(env or {})))
     except subprocess.TimeoutExpired as e:
         return False, f"no result within {timeout} s (hang?); last input: {last_line(progress)}\n{e.stdout or ''}"
     if p.returncode < 0:
@@ -56,10 +59,10 @@ def last_line(path):
         return "(no progress file)"
 
 
-def fuzz(tmp_path, examples, timeout):
+def fuzz(tmp_path, examples, timeout, env=None):
     progress = str(tmp_path / "progress.txt")
     ok, report = run_isolated([sys.executable, os.path.join(HERE, "fuzz_ops.py"), "--examples", str(examples),
-                               "--progress", progress], progress, timeout)
+                               "--progress", progress], progress, timeout, env)
     assert ok, report
     assert f"total: {(len(registered_ops()) + 1) * examples} examples" in report, report
     print(report)
@@ -72,6 +75,20 @@ def test_ops_and_layers_never_crash(tmp_path):
 @pytest.mark.slow
 def test_ops_and_layers_never_crash_long(tmp_path):
     fuzz(tmp_path, 3000, timeout=3600)
+
+
+def test_cuda_path_meets_the_same_contracts(tmp_path):
+    """The CUDA backend's implementations, registered for CPU tensors by MXS_CUDA_ON_CPU=1
+    (Triton kernels interpreted, torch-operator maps and BatchNorm), and the layers on them, held
+    to the same contracts as the CPU kernels (the voxelization ops stay on their CPU kernel)."""
+    pytest.importorskip("triton", reason="the CUDA backend's kernels need triton (bash run.sh test installs it)")
+    fuzz(tmp_path, CUDA_EXAMPLES, timeout=900, env={"MXS_CUDA_ON_CPU": "1"})
+
+
+@pytest.mark.slow
+def test_cuda_path_meets_the_same_contracts_long(tmp_path):
+    pytest.importorskip("triton", reason="the CUDA backend's kernels need triton (bash run.sh test installs it)")
+    fuzz(tmp_path, 2000, timeout=3600, env={"MXS_CUDA_ON_CPU": "1"})
 
 
 def test_a_crash_in_the_subprocess_fails_the_test_not_pytest(tmp_path):

@@ -3,9 +3,11 @@ kernels in kernels/cpu/batch_norm_relu_cpu.cpp), from torch's operators: a handf
 element-wise and per-channel reduction kernels per call, no host sync. With them
 ``SparseSequential`` keeps one activation per BatchNorm1d+ReLU block on CUDA as on the CPU.
 
-Statistics: torch.var_mean in the compute dtype (float32, float64 for float64 features; its
-CUDA reduction has a fixed order); the backward's two sums per channel in float64. bfloat16
-features are computed in float32 and each stored value is rounded once; a NaN stays NaN.
+Statistics: torch's mean and var in the compute dtype (float32, float64 for float64 features;
+their CUDA reductions have a fixed order), float32 channels that overflow taken again in
+float64; the backward's two sums per channel in float64. bfloat16 features are computed in
+float32 and each stored value is rounded once; a NaN stays NaN. The property-based fuzz holds
+these ops to the same contracts as the CPU kernels (tests/test_fuzz.py, MXS_CUDA_ON_CPU=1).
 """
 import torch
 
@@ -25,27 +27,59 @@ def _check_features(x, name):
         raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {x.dtype}")
 
 
-def _channel_values(t, c, fill, name, device):
-    """A per-channel vector in float64 (``fill`` where absent)."""
+def _check_channel(t, c, name):
+    """A per-channel vector: [C] of a feature dtype, as the CPU kernels require."""
     if t is None:
-        return torch.full((c,), fill, dtype=torch.float64, device=device)
+        return
     if t.dim() != 1 or t.shape[0] != c:
         raise ValueError(f"{name}: expected [{c}] (one per channel), got {list(t.shape)}")
     if t.dtype not in FEATURE_DTYPES:
         raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {t.dtype}")
+
+
+def _channel_values(t, c, fill, name, device):
+    """A per-channel vector in float64 (``fill`` where absent)."""
+    _check_channel(t, c, name)
+    if t is None:
+        return torch.full((c,), fill, dtype=torch.float64, device=device)
     return t.double()
 
 
 def _blend_into(running, batch, momentum):
-    """running <- (1 - momentum) * running + momentum * batch, in running's dtype as torch's
-    BatchNorm does (in place without copy_, see neighbor_map.py on tracing)."""
+    """running <- (1 - momentum) * running + momentum * batch, computed in float64 and rounded once
+    into running's dtype, as on the CPU (written with index_copy_, see neighbor_map.py on tracing)."""
     if running is not None:
-        running.mul_(1 - momentum).add_(batch.to(running.dtype), alpha=momentum)
+        blended = (1 - momentum) * running.double() + momentum * batch
+        running.index_copy_(0, torch.arange(running.shape[0], device=running.device), blended.to(running.dtype))
+
+
+def _pre_relu(x, scale, shift):
+    """x * scale + shift in float64 from compute-dtype operands: for float32 and bfloat16 that is
+    the exact product plus one rounding, what the CPU kernels' fused multiply-add gives, so the
+    backward's mask (its sign) is the CPU's; float64 operands take the two roundings of the
+    float64 reference. A GPU evaluates it as one element-wise pass (memory-bound either way)."""
+    return x.double() * scale.double() + shift.double()
 
 
 def _scale_shift_relu(x, scale, shift):
     held = _compute_dtype(x.dtype)
-    return torch.relu(torch.addcmul(shift.to(held), x.to(held), scale.to(held))).to(x.dtype)
+    return torch.relu(_pre_relu(x.to(held), scale.to(held), shift.to(held))).to(held).to(x.dtype)
+
+
+def _batch_statistics(input, held):
+    """(mean, biased var) per channel in float64, taken in the compute dtype; a float32 channel
+    whose sums overflow (|x| beyond ~1e19) is taken again in float64, as on the CPU (without a
+    host sync, both are computed). The mean is a plain sum, so an infinite value gives an
+    infinite mean as on the CPU (var_mean's running update would make it NaN)."""
+    def stats(x):
+        return x.mean(0).double(), torch.var(x, dim=0, correction=0).double()
+
+    mean, var = stats(input.to(held))
+    if held != torch.float64:
+        mean64, var64 = stats(input.double())
+        finite = torch.isfinite(mean) & torch.isfinite(var)
+        mean, var = torch.where(finite, mean, mean64), torch.where(finite, var, var64)
+    return mean, var
 
 
 def batch_norm_relu_forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
@@ -53,16 +87,18 @@ def batch_norm_relu_forward(input, weight, bias, running_mean, running_var, batc
     op_args.same_device("input", input, weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
     n, c = input.shape
     dev, held = input.device, _compute_dtype(input.dtype)
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        _check_channel(t, c, name)   # all before anything is written
     if batch_stats:
         if n == 0:
             raise ValueError("input: expected at least one row to take statistics over, got 0")
-        var, mean = torch.var_mean(input.to(held), dim=0, correction=0)
-        mean, var = mean.double(), var.double()
+        mean, var = _batch_statistics(input, held)
         _blend_into(running_mean, mean, momentum)
         _blend_into(running_var, var * (n / (n - 1) if n > 1 else 1.0), momentum)
     else:
         if running_mean is None or running_var is None:
-            raise ValueError("running_mean, running_var: expected both without batch statistics")
+            raise ValueError("running_mean, running_var: expected both when batch_stats is false (normalising with "
+                             "the running statistics)")
         mean = _channel_values(running_mean, c, 0.0, "running_mean", dev)
         var = _channel_values(running_var, c, 0.0, "running_var", dev)
     gamma = _channel_values(weight, c, 1.0, "weight", dev)
@@ -84,8 +120,10 @@ def scale_shift_relu(input, scale, shift):
 
 
 def batch_norm_relu_backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
-    """g = grad where the ReLU passed; dbeta = sum g, dgamma = sum g * xhat; with batch
-    statistics dx = gamma * invstd * (g - mean(g) - xhat * mean(g * xhat)), else gamma * invstd * g."""
+    """The CPU kernel's computation: g = grad where the ReLU passed, xhat = (x - mean) * invstd;
+    dbeta = sum g, dgamma = sum g * xhat (float64 sums); dx = k_g * g + k_x * (x - mean) + k_0 with
+    k_g = gamma * invstd and, with batch statistics, k_x = -k_g * invstd * dgamma / n,
+    k_0 = -k_g * dbeta / n (else 0, and the k_x term is left out, so a NaN input gives 0 there)."""
     _check_features(input, "input")
     op_args.same_device("input", input, grad=grad, mean=mean, invstd=invstd, weight=weight, scale=scale, shift=shift)
     if grad.shape != input.shape:
@@ -97,16 +135,15 @@ def batch_norm_relu_backward(grad, input, mean, invstd, weight, scale, shift, ba
     gamma = _channel_values(weight, c, 1.0, "weight", dev)
     scale = _channel_values(scale, c, 0.0, "scale", dev).to(held)
     shift = _channel_values(shift, c, 0.0, "shift", dev).to(held)
-    x = input.to(held)
-    g = torch.where(torch.addcmul(shift, x, scale) > 0, grad.to(held), 0)
-    centred = x - mean.to(held)
+    x, dy = input.to(held), grad.to(input.dtype).to(held)
+    mean_h = mean.to(held)
+    g = torch.where(_pre_relu(x, scale, shift) > 0, dy, 0)
     dbeta = g.sum(0, dtype=torch.float64)
-    dgamma = (g * centred).sum(0, dtype=torch.float64) * invstd
+    dgamma = (g * ((x - mean_h) * invstd.to(held))).sum(0, dtype=torch.float64)
     a = gamma * invstd
+    dx = g * a.to(held)
     if batch_stats:
         k_x = (-a * invstd * dgamma / n).to(held)
         k_0 = (-a * dbeta / n).to(held)
-        dx = torch.addcmul(k_0, g, a.to(held)) + centred * k_x
-    else:
-        dx = g * a.to(held)
+        dx = dx + torch.where(k_x == 0, 0, k_x * (x - mean_h)) + k_0
     return dx.to(input.dtype), dgamma.to(input.dtype), dbeta.to(input.dtype)
