@@ -603,12 +603,12 @@ def check_voxelize(points, batch, voxel_size, point_cloud_range):
     require(math.prod(extents) <= INT64_MAX, "voxel_size", "point_cloud_range")
     require(is_tensor(points) and points.dtype in FLOAT_DTYPES, "points")
     require(points.dim() == 2 and points.shape[1] >= ndim and points.shape[0] >= 1, "points")
-    require(bool(torch.isfinite(points).all()), "points")
     if batch is not None:
         require(is_tensor(batch) and batch.dtype in (torch.int32, torch.int64), "batch")
         require(batch.dim() == 1 and batch.shape[0] == points.shape[0], "batch", "points")
         require(int(batch.min()) >= 0, "batch")
         require((int(batch.max()) + 1) * math.prod(extents) <= INT64_MAX, "batch")
+    require(bool(torch.isfinite(points).all()), "points")   # values last: the ops check them with the keys
     return ndim
 
 

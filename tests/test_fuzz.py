@@ -80,7 +80,7 @@ def test_ops_and_layers_never_crash_long(tmp_path):
 def test_cuda_path_meets_the_same_contracts(tmp_path):
     """The CUDA backend's implementations, registered for CPU tensors by MXS_CUDA_ON_CPU=1
     (Triton kernels interpreted, torch-operator maps and BatchNorm), and the layers on them, held
-    to the same contracts as the CPU kernels (the voxelization ops stay on their CPU kernel)."""
+    to the same contracts as the CPU kernels (voxelization: its C++ torch-operator version)."""
     pytest.importorskip("triton", reason="the CUDA backend's kernels need triton (bash run.sh test installs it)")
     fuzz(tmp_path, CUDA_EXAMPLES, timeout=900, env={"MXS_CUDA_ON_CPU": "1"})
 

@@ -3,7 +3,7 @@ kernels/ops/schema.cpp) under the CUDA dispatch key. Autograd (C++, Autograd key
 fake kernels (mx_sparse/_ops.py) are shared with the other backends and stay as they are.
 
 ``MXS_CUDA_ON_CPU=1`` (read at import) registers the same implementations for the CPU key
-too, replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors
+too (and voxelization's C++ torch-operator version), replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors
 run, its Triton kernels under Triton's interpreter. That is how this backend is executed on
 machines without a GPU (the test suite runs its dense-reference and property tests this way);
 it is slow, and meant for checking, not for work.
@@ -27,6 +27,14 @@ IMPLEMENTATIONS = {
     "scale_shift_relu": batch_norm_relu.scale_shift_relu,
     "batch_norm_relu_backward": batch_norm_relu.batch_norm_relu_backward,
 }
+
+def _voxelize_cuda_path():
+    """Voxelization's CUDA implementation is C++ with torch's operators (registered under CUDA by
+    kernels/ops/voxelize_generic.cpp); for CPU tensors it is reached through the extension's
+    entry points to the same code."""
+    from .. import _C
+    return {"voxelize_hard": _C.voxelize_hard_generic, "voxelize_dynamic": _C.voxelize_dynamic_generic}
+
 
 ON_CPU_ENV = "MXS_CUDA_ON_CPU"
 _libraries = []  # registrations last as long as their Library object
@@ -60,4 +68,7 @@ def register(on_cpu: bool) -> None:
         for name, fn in IMPLEMENTATIONS.items():
             for key in keys:
                 lib.impl(name, fn, key)
+        if on_cpu:
+            for name, fn in _voxelize_cuda_path().items():
+                lib.impl(name, fn, "CPU")
     _libraries.append(lib)
