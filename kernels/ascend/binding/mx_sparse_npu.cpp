@@ -147,9 +147,9 @@ at::Tensor conv_output_keys(const at::Tensor& indices, c10::IntArrayRef spatial_
   return ukeys.narrow(0, 0, count.item<int32_t>());
 }
 
-// The CPU builders' index value checks, with tensor operators: the
-// lookup kernel's low-word key compares (key_bound) hold only for rows inside the grid, and a
-// duplicate voxel has no well-defined map.
+// The CPU builders' index value checks, with tensor operators: the lookup kernel's low-word key
+// compares (key_bound) hold only for rows inside the grid, and a duplicate voxel has no
+// well-defined map.
 void check_index_rows(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size) {
   TORCH_CHECK_VALUE(indices.size(0) < INT32_MAX, "indices: ", indices.size(0),
                     " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
