@@ -1,8 +1,10 @@
 """Crash fuzz of the public layers (part of fuzz_ops.py's run): SparseConvTensor and a
 SubMConv3d, SparseConv3d or SparseInverseConv3d (after the strided conv it inverts) built
 from damaged arguments, forward and, for float64 inputs, backward. Valid inputs must give
-the dense float64 reference (dense_reference.py: torch's conv3d on the densified tensor),
-gradients included; invalid ones must raise an exception naming one of their arguments.
+the dense float64 reference (dense_reference.py: torch's conv3d on the densified tensor,
+cropped around the voxels), gradients included; where even the cropped, padded grid is too
+large (a dilation of 2^31 - 1 is valid), the composition of the op contracts in fuzz_specs.py
+instead. Invalid inputs must raise an exception naming one of their arguments.
 """
 import math
 
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 import fuzz_ops
 from dense_reference import conv_reference, inverse_reference, subm_reference
+import fuzz_specs
 from fuzz_specs import INT32_MAX, MAX_KERNEL_VOLUME, Bounded, Invalid, Violations, draw_features, draw_grid, require
 
 import mx_sparse
@@ -139,12 +142,70 @@ def cropped_grid(kind, indices, shape, a):
     return moved, cropped
 
 
+DENSE_LIMIT = 1 << 24   # cells of a padded dense grid the dense reference may allocate
+
+
+def dense_cells(kind, shape, batch, a):
+    """Cells of the padded dense grid the dense reference would build."""
+    if kind == "subm":
+        pads = [(k // 2) * d for k, d in zip(a["kernel_size"], a["dilation"])]
+    else:
+        pads = a["padding"]
+    return batch * math.prod(s + 2 * p for s, p in zip(shape, pads))
+
+
+def gathered(features, nbr, weight, bias, groups):
+    """out[m] = bias + sum_k features[nbr[m, k]] @ W[k] per group, absent (-1) entries skipped;
+    torch operators in float64, differentiable."""
+    kvol, cin_g, cout = weight.shape[0], weight.shape[1], weight.shape[2]
+    cout_g = cout // groups
+    rows = nbr.clamp(min=0).long()
+    parts = []
+    for g in range(groups):
+        acc = bias[g * cout_g:(g + 1) * cout_g].expand(nbr.shape[0], cout_g)
+        for k in range(kvol):
+            x = features.index_select(0, rows[:, k])[:, g * cin_g:(g + 1) * cin_g] if features.shape[0] else \
+                features.new_zeros(nbr.shape[0], cin_g)
+            x = torch.where((nbr[:, k] >= 0).unsqueeze(1), x, 0)
+            acc = acc + x @ weight[k, :, g * cout_g:(g + 1) * cout_g]
+        parts.append(acc)
+    return torch.cat(parts, 1)
+
+
+def sparse_reference(kind, x, y_layer, down, a):
+    """The layers as the op contracts of fuzz_specs compose them (maps from plain loops over the
+    voxels, then a gather in float64): for grids whose padded dense form is too large, e.g. a
+    dilation of 2^31 - 1 on a valid input."""
+    groups, feats, idx = a["groups"], x.features.double(), x.indices.int()
+    shape, batch = a["spatial_shape"], a["batch_size"]
+
+    def flat(w):
+        return w.reshape(-1, w.shape[-2], w.shape[-1])
+
+    if kind == "subm":
+        w = y_layer.weight.double()
+        nbr = fuzz_specs.ref_build_subm_map(idx, shape, batch, list(y_layer.kernel_size), list(y_layer.dilation))
+        return gathered(feats, nbr, flat(w), y_layer.bias.double(), groups), w
+    conv = down or y_layer
+    w_down = conv.weight.double()
+    out_idx, nbr = fuzz_specs.ref_build_conv_map(idx, shape, batch, list(conv.kernel_size), list(conv.stride),
+                                                  list(conv.padding), list(conv.dilation))
+    mid = gathered(feats, nbr, flat(w_down), conv.bias.double(), groups)
+    if kind == "strided":
+        return mid, w_down
+    w_up = y_layer.weight.double()
+    nbr_t = fuzz_specs.ref_transpose_map(nbr, idx.shape[0])
+    return gathered(mid, nbr_t, flat(w_up), y_layer.bias.double(), groups), w_up
+
+
 def reference(kind, x, y_layer, down, a):
     # samples are independent: the dense grids need only the batches that hold voxels (a valid
     # batch_size may be 2^62) and the cells around them (cropped_grid)
     groups = a["groups"]
     batch = int(x.indices[:, 0].max()) + 1 if x.indices.shape[0] else 1
     indices, shape = cropped_grid(kind, x.indices.long(), a["spatial_shape"], a)
+    if dense_cells(kind, shape, batch, a) > DENSE_LIMIT:
+        return sparse_reference(kind, x, y_layer, down, a)
     x = mx_sparse.SparseConvTensor(x.features, indices, shape, batch)
     feats = x.features.double()
     if kind == "subm":

@@ -218,7 +218,8 @@ def check_call(fn, reference, args, arg_names, where, damaged=()):
     compare(result, expected, where)
     for name in arg_names:
         if name in written:
-            close(args[name], Bounded(written[name], written[name].abs()), f"{where} (written {name})")
+            want = written[name] if isinstance(written[name], Bounded) else Bounded(written[name], written[name].abs())
+            close(args[name], want, f"{where} (written {name})")
         elif isinstance(before[name], torch.Tensor):
             assert torch.equal(before[name], args[name]) or (
                 before[name].is_floating_point() and torch.equal(before[name].isnan(), args[name].isnan())), \

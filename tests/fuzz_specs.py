@@ -41,9 +41,10 @@ class Invalid(Exception):
 
 @dataclass
 class Mutates:
-    """A result plus the expected final value of arguments the op writes into."""
+    """A result plus the expected final value of arguments the op writes into (a tensor, or
+    Bounded when it carries rounding)."""
     result: object
-    written: Dict[str, torch.Tensor]
+    written: Dict[str, object]
 
 
 @dataclass
@@ -492,9 +493,16 @@ def ref_batch_norm_relu_forward(input, weight, bias, running_mean, running_var, 
         mean, var = x.mean(0), x.var(0, unbiased=False)
         unbiased = var * (n / (n - 1) if n > 1 else 1.0)
         if rm is not None:
-            written["running_mean"] = ((1 - momentum) * rm + momentum * mean).to(running_mean.dtype)
+            # batch statistics carry the rounding of the input's dtype (float32 sums of float32 data)
+            # into float64 running statistics too
+            written["running_mean"] = Bounded(((1 - momentum) * rm + momentum * mean).to(running_mean.dtype),
+                                              ((1 - momentum) * rm).abs() + abs(momentum) * x.abs().mean(0),
+                                              precision=input.dtype)
         if rv is not None:
-            written["running_var"] = ((1 - momentum) * rv + momentum * unbiased).to(running_var.dtype)
+            written["running_var"] = Bounded(((1 - momentum) * rv + momentum * unbiased).to(running_var.dtype),
+                                             ((1 - momentum) * rv).abs()
+                                             + abs(momentum) * (x * x).mean(0) * (n / (n - 1) if n > 1 else 1.0),
+                                             precision=input.dtype)
     else:
         require(rm is not None and rv is not None, "running_mean", "running_var")
         mean, var = rm, rv
