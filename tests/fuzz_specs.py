@@ -641,8 +641,8 @@ def ref_voxelize_dynamic(points, batch, voxel_size, point_cloud_range):
 def ref_voxelize_hard(points, batch, voxel_size, point_cloud_range, max_points, max_voxels):
     check_voxelize(points, batch, voxel_size, point_cloud_range)
     v = Violations()
-    v.check(max_points >= 1, "max_points")
-    v.check(max_voxels >= 1 or max_voxels == -1, "max_voxels")
+    v.check(1 <= max_points <= INT64_MAX, "max_points")   # beyond int64 the schema's int refuses it
+    v.check(1 <= max_voxels <= INT64_MAX or max_voxels == -1, "max_voxels")
     v.settle()
     cap = None if max_voxels == -1 else max_voxels
     coords = voxelize_reference(points, batch, voxel_size, point_cloud_range, None, cap)[0]
