@@ -73,12 +73,30 @@ inline S store(T v) {
   }
 }
 
-// max(x * scale + shift, 0), a NaN kept as torch.relu keeps it (the backward's
-// mask, value > 0, is false for a NaN, as torch's is).
+// x * scale + shift before the ReLU. For float from the exact product (a product of two floats
+// fits a double) with one rounding, then once more to float where a value is stored: the same
+// bits whether the compiler contracts it into a fused multiply-add (AVX-512 build) or not
+// (portable build), and the same as the CUDA backend computes.
+template <typename T>
+inline auto pre_relu(T x, T scale, T shift) {
+  if constexpr (std::is_same_v<T, float>)
+    return double(x) * double(scale) + double(shift);
+  else
+    return x * scale + shift;
+}
+
+// max(x * scale + shift, 0), a NaN kept as torch.relu keeps it.
 template <typename T>
 inline T scale_shift_relu_value(T x, T scale, T shift) {
-  const T z = x * scale + shift;
+  const T z = static_cast<T>(pre_relu(x, scale, shift));
   return z < T(0) ? T(0) : z;
+}
+
+// The backward's mask: x * scale + shift > 0 (false for a NaN, as torch's is), from the sign of
+// the unrounded sum, so a pre-activation too small for float still passes.
+template <typename T>
+inline bool relu_passes(T x, T scale, T shift) {
+  return pre_relu(x, scale, shift) > 0;
 }
 
 template <typename S, typename T = compute_t<S>>
@@ -110,7 +128,7 @@ void add_backward_sums(const S* x, const S* dy, const T* scale, const T* shift, 
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < c; ++j) {
       const T xv = load<T>(x[r * c + j]), dyv = load<T>(dy[r * c + j]);  // both loaded: the select vectorises
-      const T g = scale_shift_relu_value(xv, scale[j], shift[j]) > T(0) ? dyv : T(0);
+      const T g = relu_passes(xv, scale[j], shift[j]) ? dyv : T(0);
       acc[j] += g;
       acc[c + j] += g * ((xv - mean[j]) * invstd[j]);
     }
@@ -122,7 +140,7 @@ void backward_dx(const S* x, const S* dy, const T* scale, const T* shift, const 
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t j = 0; j < c; ++j) {
       const T xv = load<T>(x[r * c + j]), dyv = load<T>(dy[r * c + j]);
-      const T g = scale_shift_relu_value(xv, scale[j], shift[j]) > T(0) ? dyv : T(0);
+      const T g = relu_passes(xv, scale[j], shift[j]) ? dyv : T(0);
       // k_x is 0 with running statistics: the term then vanishes even for a NaN input, whose
       // gradient torch's modules give as 0 (the ReLU mask is false)
       const T centred = k_x[j] == T(0) ? T(0) : k_x[j] * (xv - mean[j]);

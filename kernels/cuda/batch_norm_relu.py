@@ -55,9 +55,9 @@ def _blend_into(running, batch, momentum):
 
 def _pre_relu(x, scale, shift):
     """x * scale + shift in float64 from compute-dtype operands: for float32 and bfloat16 that is
-    the exact product plus one rounding, what the CPU kernels' fused multiply-add gives, so the
-    backward's mask (its sign) is the CPU's; float64 operands take the two roundings of the
-    float64 reference. On a GPU that is a few element-wise kernels through float64 temporaries:
+    the exact product plus one rounding, as the CPU kernels compute it (pre_relu in
+    kernels/cpu/batch_norm_relu_rows.h), so values and the backward's mask (the sign) are the
+    CPU's; float64 operands take the two roundings of the CPU kernels and the float64 reference. On a GPU that is a few element-wise kernels through float64 temporaries:
     memory-bound, and small next to the convolutions (not fused, not measured on a GPU)."""
     return x.double() * scale.double() + shift.double()
 
