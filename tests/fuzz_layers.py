@@ -155,21 +155,8 @@ def dense_cells(kind, shape, batch, a):
 
 
 def gathered(features, nbr, weight, bias, groups):
-    """out[m] = bias + sum_k features[nbr[m, k]] @ W[k] per group, absent (-1) entries skipped;
-    torch operators in float64, differentiable."""
-    kvol, cin_g, cout = weight.shape[0], weight.shape[1], weight.shape[2]
-    cout_g = cout // groups
-    rows = nbr.clamp(min=0).long()
-    parts = []
-    for g in range(groups):
-        acc = bias[g * cout_g:(g + 1) * cout_g].expand(nbr.shape[0], cout_g)
-        for k in range(kvol):
-            x = features.index_select(0, rows[:, k])[:, g * cin_g:(g + 1) * cin_g] if features.shape[0] else \
-                features.new_zeros(nbr.shape[0], cin_g)
-            x = torch.where((nbr[:, k] >= 0).unsqueeze(1), x, 0)
-            acc = acc + x @ weight[k, :, g * cout_g:(g + 1) * cout_g]
-        parts.append(acc)
-    return torch.cat(parts, 1)
+    """bias + the op contract's gather (fuzz_specs.ref_gather_mm, float64, differentiable)."""
+    return fuzz_specs.ref_gather_mm(features, weight, nbr, None, groups, False).value + bias
 
 
 def sparse_reference(kind, x, y_layer, down, a):

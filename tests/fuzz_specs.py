@@ -381,50 +381,43 @@ def check_gather(features, nbr, nbr_t, groups, other, other_name):
 ABSENT_TIMES_ZERO = os.environ.get("MXS_CUDA_ON_CPU", "0") not in ("", "0")
 
 
-def neighbour_row(x, i, cols):
-    """Input row i (a zero row for an absent neighbour under ABSENT_TIMES_ZERO), or None to skip."""
-    if i >= 0:
-        return x[i, cols]
-    return torch.zeros(x.shape[1], dtype=x.dtype)[cols] if ABSENT_TIMES_ZERO else None
+def neighbour_terms(x, nbr, groups):
+    """(r, k, g, a) for every term of a gather over ``nbr``: a = group g's columns of the input
+    row nbr[r, k]; absent neighbours are skipped, or zero rows under ABSENT_TIMES_ZERO."""
+    cin_g = x.shape[1] // groups
+    zero = torch.zeros(cin_g, dtype=x.dtype)
+    for r in range(nbr.shape[0]):
+        for k in range(nbr.shape[1]):
+            i = int(nbr[r, k])
+            if i < 0 and not ABSENT_TIMES_ZERO:
+                continue
+            for g in range(groups):
+                yield r, k, g, x[i, g * cin_g:(g + 1) * cin_g] if i >= 0 else zero
 
 
 def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric):
     check_gather(features, nbr, nbr_t, groups, weight, "weight")
     x, w = features.double(), weight.double()
-    m, kvol = nbr.shape
-    cin_g, cout = w.shape[1], w.shape[2]
-    cout_g = cout // groups
-    out, bound = torch.zeros(m, cout, dtype=torch.float64), torch.zeros(m, cout, dtype=torch.float64)
-    for r in range(m):
-        for k in range(kvol):
-            i = int(nbr[r, k])
-            for g in range(groups):
-                a = neighbour_row(x, i, slice(g * cin_g, (g + 1) * cin_g))
-                if a is None:
-                    continue
-                b = w[k, :, g * cout_g:(g + 1) * cout_g]
-                out[r, g * cout_g:(g + 1) * cout_g] += a @ b
-                bound[r, g * cout_g:(g + 1) * cout_g] += a.abs() @ b.abs()
+    cout_g = w.shape[2] // groups
+    out = torch.zeros(nbr.shape[0], w.shape[2], dtype=torch.float64)
+    bound = torch.zeros_like(out)
+    for r, k, g, a in neighbour_terms(x, nbr, groups):
+        b = w[k, :, g * cout_g:(g + 1) * cout_g]
+        out[r, g * cout_g:(g + 1) * cout_g] += a @ b
+        bound[r, g * cout_g:(g + 1) * cout_g] += a.abs() @ b.abs()
     return Bounded(out.to(features.dtype), bound)
 
 
 def ref_gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric):
     check_gather(features, nbr, nbr_t, groups, grad, "grad")
     x, dy = features.double(), grad.double()
-    kvol = nbr.shape[1]
-    cin_g, cout = x.shape[1] // groups, dy.shape[1]
-    cout_g = cout // groups
-    dw, bound = torch.zeros(kvol, cin_g, cout, dtype=torch.float64), torch.zeros(kvol, cin_g, cout, dtype=torch.float64)
-    for r in range(nbr.shape[0]):
-        for k in range(kvol):
-            i = int(nbr[r, k])
-            for g in range(groups):
-                a = neighbour_row(x, i, slice(g * cin_g, (g + 1) * cin_g))
-                if a is None:
-                    continue
-                b = dy[r, g * cout_g:(g + 1) * cout_g]
-                dw[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a, b)
-                bound[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a.abs(), b.abs())
+    cout_g = dy.shape[1] // groups
+    dw = torch.zeros(nbr.shape[1], x.shape[1] // groups, dy.shape[1], dtype=torch.float64)
+    bound = torch.zeros_like(dw)
+    for r, k, g, a in neighbour_terms(x, nbr, groups):
+        b = dy[r, g * cout_g:(g + 1) * cout_g]
+        dw[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a, b)
+        bound[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a.abs(), b.abs())
     return Bounded(dw.to(features.dtype), bound)
 
 
