@@ -181,18 +181,18 @@ def transpose_map(nbr, num_rows):
     if not 0 <= num_rows < op_args.INT32_MAX:
         raise ValueError(f"num_rows: expected 0 <= num_rows < 2^31 - 1, got {num_rows}")
     m, kvol = nbr.shape
-    # the extra last cell absorbs the absent entries' writes below
-    t = torch.full((num_rows * kvol + 1,), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
+    cells = num_rows * kvol
     if m == 0 or kvol == 0:
-        return t.narrow(0, 0, num_rows * kvol).view(num_rows, kvol)
+        return torch.full((num_rows, kvol), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
     nbr = nbr.contiguous()
     rows = torch.arange(m, device=nbr.device)
     bad = ((nbr < NO_NEIGHBOR) | (nbr >= num_rows)).any(1)
     live = (nbr >= 0) & (nbr < num_rows)   # out-of-range entries are reported below, never written
-    cell = torch.where(live, nbr.long() * kvol + torch.arange(kvol, device=nbr.device), num_rows * kvol)
-    # a map names each (input row, offset) at most once, or no transpose exists: a row naming a
-    # cell that a lower row names already is a duplicate (the extra cell absorbs absent entries)
-    first = torch.full((num_rows * kvol + 1,), m, dtype=torch.long, device=nbr.device)
+    cell = torch.where(live, nbr.long() * kvol + torch.arange(kvol, device=nbr.device), cells)
+    # the lowest row naming each (input row, offset) cell, m for none (one extra cell absorbs the
+    # absent entries); a map names each cell at most once, or no transpose exists: a row naming a
+    # cell that a lower row names already is a duplicate
+    first = torch.full((cells + 1,), m, dtype=torch.long, device=nbr.device)
     first.scatter_reduce_(0, cell.view(-1), rows.unsqueeze(1).expand(m, kvol).reshape(-1), "amin")
     twice = live & (rows.unsqueeze(1) > first.take(cell))
     bad_row, dup_row = host_sync.read(torch.stack([torch.where(bad, rows, m).amin(),
@@ -201,12 +201,10 @@ def transpose_map(nbr, num_rows):
     if bad_row < m:
         raise ValueError(f"nbr: row {bad_row} holds an input row outside [0, num_rows={num_rows})")
     if dup_row < m:
-        at = torch.where(twice[dup_row], cell[dup_row], num_rows * kvol).amin()
+        at = torch.where(twice[dup_row], cell[dup_row], cells).amin()
         at, earlier = host_sync.read(torch.stack([at, first.take(at)]), "transpose_map: the error message")
         raise ValueError(f"nbr: rows {earlier} and {dup_row} both name input row {at // kvol} at offset "
                          f"{at % kvol}; a neighbor map names each (input row, offset) at most once")
-    if num_rows == 0:
-        return t.narrow(0, 0, num_rows * kvol).view(0, kvol)   # every entry was -1
-    # one writer per cell now
-    t.scatter_reduce_(0, cell.view(-1), torch.where(live, rows.unsqueeze(1), NO_NEIGHBOR).int().view(-1), "amax")
-    return t.narrow(0, 0, num_rows * kvol).view(num_rows, kvol)
+    # each cell named once at most: its only row is the transpose
+    named = first.narrow(0, 0, cells)
+    return torch.where(named < m, named, NO_NEIGHBOR).int().view(num_rows, kvol)

@@ -17,9 +17,7 @@ inline at::Tensor transpose_map_generic(const at::Tensor& nbr_in, int64_t num_ro
   const int64_t m = nbr.size(0), kvol = nbr.size(1), cells = num_rows * kvol;
   TORCH_CHECK_VALUE(m < INT32_MAX, "indices: ", m, " rows do not fit the int32 neighbor map; expected fewer than "
                     "2^31 - 1");
-  // one cell more than the map: absent entries write there and it is cut off at the end
-  at::Tensor out = at::full({cells + 1}, -1, nbr.options());
-  if (m == 0 || kvol == 0) return out.narrow(0, 0, cells).view({num_rows, kvol});
+  if (m == 0 || kvol == 0) return at::full({num_rows, kvol}, -1, nbr.options());
   const auto opts = nbr.options().dtype(at::kLong);
   const at::Tensor rows = at::arange(m, opts);
   const at::Tensor row_of = rows.unsqueeze(1).expand({m, kvol});
@@ -27,7 +25,8 @@ inline at::Tensor transpose_map_generic(const at::Tensor& nbr_in, int64_t num_ro
   const at::Tensor bad = nbr.lt(-1).logical_or(nbr.ge(num_rows)).any(1);
   const at::Tensor live = nbr.ge(0).logical_and(nbr.lt(num_rows));
   const at::Tensor cell = at::where(live, nbr.to(at::kLong) * kvol + at::arange(kvol, opts), at::full({}, cells, opts));
-  // a map names each (input row, offset) at most once, or no transpose exists: a row naming a
+  // the lowest row naming each (input row, offset) cell, m for none (one extra cell absorbs the
+  // absent entries); a map names each cell at most once, or no transpose exists: a row naming a
   // cell that a lower row names already is the duplicate reported
   at::Tensor first = at::full({cells + 1}, m, opts);
   first.scatter_reduce_(0, cell.reshape(-1), row_of.reshape(-1), "amin");
@@ -43,9 +42,9 @@ inline at::Tensor transpose_map_generic(const at::Tensor& nbr_in, int64_t num_ro
     TORCH_CHECK_VALUE(false, "nbr: rows ", earlier, " and ", dup_row, " both name input row ", c / kvol,
                       " at offset ", c % kvol, "; a neighbor map names each (input row, offset) at most once");
   }
-  out.scatter_reduce_(0, cell.reshape(-1), at::where(live, row_of, at::full({}, -1, opts)).to(at::kInt).reshape(-1),
-                      "amax");
-  return out.narrow(0, 0, cells).view({num_rows, kvol});
+  // each cell named once at most: its only row is the transpose
+  const at::Tensor named = first.narrow(0, 0, cells);
+  return at::where(named.lt(m), named, at::full({}, -1, opts)).to(at::kInt).view({num_rows, kvol});
 }
 
 }  // namespace mxs
