@@ -4,6 +4,9 @@
 #pragma once
 #include <cstring>
 #include "register/op_def_registry.h"
+#if __has_include("mxs_cann_version.h")
+#include "mxs_cann_version.h"  // MXS_CANN_VERSION_NUM, written by kernels/ascend/build.sh
+#endif
 
 namespace mxs_ascend {
 
