@@ -48,6 +48,8 @@ VIEW_OPS = {"view", "_unsafe_view", "reshape", "alias", "as_strided", "expand", 
 
 
 LAUNCH_RANGE = "mxs_host_ops::kernel_launch"
+# conversions that are metadata-only when they dispatch nothing below them (dtype/device already right)
+NO_OP_WHEN_LEAF = {"to", "contiguous", "type_as", "_to_copy_noop"}
 
 
 def count_host_ops(step: Callable[[], None], pause_in: Iterable[Tuple[str, str]] = (),
@@ -111,7 +113,9 @@ def count_host_ops(step: Callable[[], None], pause_in: Iterable[Tuple[str, str]]
             reads[name] += 1
         if ev.cpu_parent is not None and ev.cpu_parent.name.startswith("aten::"):
             continue   # nested inside another operator: part of that operator's implementation
-        (views if name[6:] in VIEW_OPS else ops)[name] += 1
+        # a conversion that returned its input (no _to_copy / clone below it) issues no device work
+        no_op = name[6:] in NO_OP_WHEN_LEAF and not any(c.name.startswith("aten::") for c in ev.cpu_children)
+        (views if name[6:] in VIEW_OPS or no_op else ops)[name] += 1
     return {"torch_ops": sum(ops.values()), "view_ops": sum(views.values()),
             "host_reads": sum(reads.values()), "kernel_launches": sum(launches.values()),
             "orchestration_calls": sum(entry.values()),
