@@ -80,3 +80,51 @@ def test_seeded_mismatch_is_caught(tmp_path, seed):
     rel, old, new, expected = SEEDS[seed]
     problems = _seeded(tmp_path, rel, old, new)
     assert any(expected in p for p in problems), problems
+
+
+THIN_BINDING = '''
+// a thin primitive launch, as the orchestration rewrite writes them
+at::Tensor sorted_key_lookup(const at::Tensor& query_keys, const at::Tensor& sorted_keys,
+                             const at::Tensor& key_deltas, int64_t group, int64_t key_bound) {
+  auto out = at::empty({query_keys.size(0), key_deltas.size(0)}, query_keys.options().dtype(at::kInt));
+  EXEC_NPU_CMD(aclnnSubmMap, query_keys, sorted_keys, key_deltas, group, key_bound, out);
+  return out;
+}
+at::Tensor conv_out_keys(const at::Tensor& indices, at::IntArrayRef spatial_shape, int64_t batch_size,
+                         at::IntArrayRef kernel_size, at::IntArrayRef stride, at::IntArrayRef padding,
+                         at::IntArrayRef dilation) {
+  auto keys = at::empty({indices.size(0)}, indices.options().dtype(at::kLong));
+  EXEC_NPU_CMD(aclnnConvOutKeys, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, keys);
+  return keys;
+}
+std::tuple<at::Tensor, at::Tensor> unique_sorted_keys(const at::Tensor& sorted) {
+  at::Tensor ukeys = at::empty_like(sorted), count = at::empty({1}, sorted.options().dtype(at::kInt));
+  EXEC_NPU_CMD(aclnnUniqueSortedKeys, sorted, ukeys, count);
+  return {ukeys, count};
+}
+at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr) {
+  auto f = features.contiguous();
+  auto w = weight.contiguous();
+  auto out = at::empty({nbr.size(0), weight.size(2)}, features.options());
+  EXEC_NPU_CMD(aclnnGatherMm, f, w, nbr, out);
+  return out;
+}
+at::Tensor gather_mm_backprop_filter_one_group(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr) {
+  auto dw = at::empty({nbr.size(1), features.size(1), grad.size(1)}, features.options());
+  EXEC_NPU_CMD(aclnnGatherMmBackpropFilter, features, grad, nbr, dw);
+  return dw;
+}
+'''
+
+
+def test_thin_primitive_binding_is_parsed_too(tmp_path):
+    """The binding rewritten as thin primitive launches (same aclnn calls, other names, `auto`)."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "kernels" / "ascend", root / "kernels" / "ascend", ignore=shutil.ignore_patterns("sim", "build"))
+    (root / "kernels" / "ascend" / "binding" / "mx_sparse_npu.cpp").write_text(THIN_BINDING)
+    _, calls, problems, notes = _tool().check(root)
+    assert problems == [] and notes == [] and len(calls) == 5
+    bad = THIN_BINDING.replace("query_keys, sorted_keys, key_deltas, group, key_bound, out);",
+                               "query_keys, sorted_keys, key_deltas, key_bound, out);")
+    (root / "kernels" / "ascend" / "binding" / "mx_sparse_npu.cpp").write_text(bad)
+    assert any("aclnnSubmMap called with 5 arguments" in p for p in _tool().check(root)[2])

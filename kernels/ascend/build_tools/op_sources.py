@@ -159,8 +159,10 @@ def _arg_kind(before: str, name: str) -> Optional[str]:
                 return kind
             if re.match(rf"\s*(?:static\s+)?{t}", seg) and re.search(rf"(?:{pat})\s*[&*]?\s*{n}\s*(=|,|$)|,\s*{n}\s*(=|,|$)", seg):
                 return kind                                                                   # local
-        if re.search(rf"\bauto\s*[&*]?\s*{n}\s*=", seg):
-            return None
+        m = re.search(rf"\bauto\s*[&*]?\s*{n}\s*=\s*(.*)", seg, flags=re.S)
+        if m:   # `auto x = at::empty(...)` / `t.contiguous()` / `at::sort(...)`: tensors; anything else unresolved
+            rhs = m.group(1)
+            return "tensor" if re.match(r"\s*(at::(empty|zeros|ones|full|empty_like|zeros_like)\b|\w+\.(contiguous|to|clone|view|reshape)\()", rhs) else None
     return None
 
 
