@@ -50,31 +50,54 @@ def cpu_extension():
     )
 
 
+def _load_by_path(name, path):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def build_op_package_if_missing(info):
+    """Inside `pip install --no-build-isolation .` with CANN and torch_npu present: build and install the
+    AscendC op package into the package (kernels/ascend/build.sh --skip-binding) unless it already is
+    there or MXS_BUILD_ASCEND_OPS=0."""
+    if info.op_package_installed() or os.environ.get("MXS_BUILD_ASCEND_OPS") == "0":
+        return
+    build_ops = _load_by_path("mxs_build_ops", "kernels/ascend/build_tools/build_ops.py")
+    if build_ops.main(["--skip-binding"]) != 0:
+        print("mx_sparse: the AscendC op package was not built (see above); the binding is built anyway and "
+              "`python -m mx_sparse` will say what is missing")
+
+
 def npu_extension():
-    """The PrivateUse1 binding (kernels/ascend/binding), built only where torch_npu, a CANN
-    toolkit and the installed mx_sparse custom-op package (its aclnn API library) are present.
-    Loaded by mx_sparse/_ops.py after torch_npu. Never exercised on this project's machines,
-    which have neither torch_npu nor CANN; the binding source itself is syntax-checked in CI."""
+    """The PrivateUse1 binding (kernels/ascend/binding), built where torch_npu and a CANN toolkit
+    (ASCEND_HOME_PATH) are present, after the AscendC op package (kernels/ascend/build.sh) is
+    installed into the package. Nothing is linked against the op package: torch_npu's EXEC_NPU_CMD
+    resolves the aclnn entry points at run time from the custom-op path, which mx_sparse sets when
+    imported (mx_sparse/ascend_build_info.py). Loaded by mx_sparse/_ops.py after torch_npu. Never
+    exercised on this project's machines (no torch_npu, no CANN); the binding source is
+    syntax-checked in CI."""
     try:
         import torch_npu  # noqa: F401
     except ImportError:
         return None
-    cann = os.environ.get("ASCEND_TOOLKIT_HOME") or os.environ.get("ASCEND_HOME_PATH")
-    opp = next((p for p in os.environ.get("ASCEND_CUSTOM_OPP_PATH", "").split(":") if p), None)
-    if not cann or not opp:
-        print("mx_sparse: torch_npu found, but ASCEND_TOOLKIT_HOME and ASCEND_CUSTOM_OPP_PATH (the installed "
-              "mx_sparse op package) are not both set: building without NPU kernels")
+    info = _load_by_path("mxs_ascend_build_info", "mx_sparse/ascend_build_info.py")
+    cann, why = info.find_cann(os.environ)
+    if cann is None:
+        print(f"mx_sparse: torch_npu found, but no CANN toolkit ({why}): building without NPU kernels")
         return None
+    build_op_package_if_missing(info)
     npu = os.path.dirname(torch_npu.__file__)
     inc = os.path.join(npu, "include")
     return CppExtension(
         name="mx_sparse._C_npu",
         sources=sources("kernels/ascend/binding/mx_sparse_npu.cpp"),
         include_dirs=[inc, os.path.join(inc, "third_party", "op-plugin"),
-                      os.path.join(inc, "third_party", "acl", "inc"), os.path.join(cann, "include"),
-                      os.path.join(opp, "op_api", "include")],
-        library_dirs=[os.path.join(npu, "lib"), os.path.join(cann, "lib64"), os.path.join(opp, "op_api", "lib")],
-        libraries=["torch_npu", "ascendcl", "cust_opapi"],
+                      os.path.join(inc, "third_party", "acl", "inc"), os.path.join(str(cann.home), "include")],
+        library_dirs=[os.path.join(npu, "lib"), os.path.join(str(cann.home), "lib64")],
+        libraries=["torch_npu", "ascendcl"],
         extra_compile_args={"cxx": ["-O2", "-std=c++17"]},
     )
 
@@ -86,6 +109,8 @@ setup(
     # the CUDA backend (Python + Triton) lives beside the other backends in kernels/cuda
     packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._cuda"],
     package_dir={"mx_sparse._cuda": "kernels/cuda"},
+    # the AscendC op package kernels/ascend/build.sh installs inside the package (absent elsewhere)
+    package_data={"mx_sparse": ["_ascend_opp/**/*"]},
     python_requires=">=3.9",
     install_requires=["torch>=2.1", "numpy"],
     # cuda: the CUDA backend's kernels are Triton (torch's CUDA wheels already depend on it)

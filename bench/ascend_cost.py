@@ -220,6 +220,10 @@ def main(argv=None):
     ap.add_argument("--tree", help="run the kernels of this checkout instead (e.g. an older commit's kernels/ascend + tests/ascend)")
     ap.add_argument("--tabulate", action="store_true", help="--step: only tabulate --step-json (no emulator runs)")
     ap.add_argument("--quick", action="store_true", help="--step: KITTI fp16 on 910B2 only")
+    ap.add_argument("--host-ops-json", help="--step: host-side counts of a step (bench/ascend_host_ops.py --json); "
+                                            "default: count them now (a few minutes)")
+    ap.add_argument("--host-path", default="cuda-on-cpu", help="--step: orchestration path whose host ops are counted "
+                                                               "(bench/ascend_host_ops.py PATHS)")
     args = ap.parse_args(argv)
     if args.step:
         from bench import ascend_step
@@ -232,10 +236,17 @@ def main(argv=None):
             if args.step_json:
                 Path(args.step_json).write_text(json.dumps(result))
         baseline = json.loads(Path(args.baseline).read_text()) if args.baseline else None
-        print(ascend_step.report(result, baseline))
+        from bench import ascend_host_ops
+        if args.host_ops_json:
+            host_ops = json.loads(Path(args.host_ops_json).read_text())
+        else:
+            ascend_step.progress(f"counting the host-side operators of one step ({args.host_path})")
+            host_ops = ascend_host_ops.count_path(args.host_path)
+        print(ascend_step.report(result, baseline, host_ops=host_ops))
         print()
         print("Model constants: " + ", ".join(f"{k}={v:g}" for k, v in MODEL.items()) + "; torch ops: "
-              + ", ".join(f"{k}={v:g}" for k, v in ascend_step.TORCH_OPS.items()))
+              + ", ".join(f"{k}={v:g}" for k, v in ascend_step.TORCH_OPS.items()) + "; host side: "
+              + ", ".join(f"{k}={v:g}" for k, v in ascend_step.HOST.items()))
         return
     if args.stats:
         rows = [(json.loads(l)["kernel"], "-", json.loads(l), {}) for l in Path(args.stats).read_text().splitlines() if l]

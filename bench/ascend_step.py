@@ -23,6 +23,7 @@ import importlib
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -51,6 +52,15 @@ TORCH_OPS = {
     "index_bytes_per_elem": 12,         # gather/scatter of an int32 with an int64 index (assumption)
     "launch_s": 5e-6,                   # per torch op on the NPU (host launch + kernel start; assumption)
 }
+
+
+# Host side of a step (python -m bench.ascend_cost --step): labelled assumptions, no NPU measured.
+HOST = {
+    "torch_op_s": 5e-6,     # host time per torch operator issued to the NPU (torch_npu dispatch + launch; assumption)
+    "host_read_s": 30e-6,   # one device->host read: stream sync + copy (assumption)
+    "aclnn_call_s": 10e-6,  # aclnn two-phase call: GetWorkspaceSize + executor + launch (assumption)
+}
+DMA_ISSUE_RANGE = (25, 50, 100)   # cycles per DMA instruction: no published figure, so a range
 
 
 def scene_layers(preset, batch_size=1):
@@ -99,6 +109,14 @@ def map_torch_ops(layer):
                            n * K * sb + m * 40 + n * (16 + sb) + m * K * ib + m * K * ib + n * K * 4, 8)
 
 
+_T0 = time.time()
+
+
+def progress(msg):
+    """One line on stderr per unit of emulator work (the full --step runs for minutes)."""
+    print(f"[ascend_step {time.time() - _T0:6.0f}s] {msg}", file=sys.stderr, flush=True)
+
+
 def run_ours(tree, layers, soc, dtypes, workdir):
     """Emulate every kernel of the step; returns {dtype: [(layer, phase, [records])]}."""
     sys.path.insert(0, str(Path(tree) / "tests" / "ascend"))
@@ -122,6 +140,7 @@ def run_ours(tree, layers, soc, dtypes, workdir):
     for i, L in enumerate(layers):
         if not L["builds_map"]:
             continue
+        progress(f"{soc}: map of {L['name']} ({L['kind']}, {L['n_in']:,} voxels)")
         if L["kind"] == "subm":
             (nbr, _), recs = launch(ao.subm_map, L["indices"], L["spatial_shape"], 1, list(L["kernel"]), workdir / f"m{i}")
         else:
@@ -133,6 +152,7 @@ def run_ours(tree, layers, soc, dtypes, workdir):
     for dt in dtypes:
         rows = list(maps)
         for i, L in enumerate(layers):
+            progress(f"{soc} {str(dt)[6:]}: {L['name']} forward / input grad / weight grad ({L['cin']}->{L['cout']})")
             f = torch.randn(L["n_in"], L["cin"], generator=g).to(dt)
             w = (torch.randn(L["K"], L["cin"], L["cout"], generator=g) * 0.1).to(dt)
             gr = torch.randn(L["n_out"], L["cout"], generator=g).to(dt)
@@ -182,6 +202,7 @@ def collect(presets=("kitti", "nuscenes"), socs=("Ascend910B2", "Ascend910B4"), 
     tree = Path(tree or ROOT)
     result = {"tree": str(tree), "runs": []}
     for preset in presets:
+        progress(f"{preset}: building the scene and its CPU reference maps")
         layers = scene_layers(preset)
         for soc in socs:
             with tempfile.TemporaryDirectory() as tmp:
@@ -268,7 +289,75 @@ def _us(s):
     return f"{s * 1e6:,.0f}"
 
 
-def report(result, baseline=None, model=None, sens_run=("kitti", "Ascend910B2", "float16")):
+def launches(rows):
+    return sum(len(r["records"]) for r in rows)
+
+
+def dma_calls(rows):
+    return sum(rec["total"]["dma_calls"] for r in rows for rec in r["records"])
+
+
+def modelled_torch_ops(rows):
+    return sum(r["torch"]["torch_ops"] for r in rows if r.get("torch"))
+
+
+def host_time(ops, reads, aclnn_calls, host=None):
+    h = host or HOST
+    return ops * h["torch_op_s"] + reads * h["host_read_s"] + aclnn_calls * h["aclnn_call_s"]
+
+
+def step_range(run, dt, host_ops, model=None, host=None):
+    """[(dma_issue_cycles, ours serial, ours overlapped, mx serial, mx overlapped)] in seconds. Serial: host
+    work added to the device model (the host issues, then the device runs); overlapped: the host issues
+    while the device runs (torch_npu's task queue), so max(host issue, device) plus the host reads, which
+    wait for the device. Ours: counted host operators and reads + aclnn overhead per launch; mx_driving:
+    its modelled torch ops + aclnn overhead per launch (host reads: 0)."""
+    from bench.ascend_cost import MODEL
+    h = host or HOST
+    out = []
+    for cyc in DMA_ISSUE_RANGE:
+        m = dict(model or MODEL, dma_issue_cycles=cyc)
+        ours, mx = run["ours"][dt], run["mx_driving"][dt]
+        dev_o, dev_m = step_time(ours, dt, m), step_time(mx, dt, m)
+        issue_o = host_time(host_ops["torch_ops"], 0, launches(ours), h)
+        reads_o = host_ops["host_reads"] * h["host_read_s"]
+        issue_m = host_time(modelled_torch_ops(mx), 0, launches(mx), h)
+        out.append((cyc, dev_o + issue_o + reads_o, max(dev_o, issue_o) + reads_o, dev_m + issue_m, max(dev_m, issue_m)))
+    return out
+
+
+def host_side_lines(result, host_ops):
+    """The host side per step and the ours-vs-mx_driving ratio as a range over the per-DMA cost."""
+    h = HOST
+    lines = ["", "### Host side per step and the step ratio as a range (MODELLED)", "",
+             f"Host work of one VoxelBackBone8x step through the orchestration ({host_ops.get('path', '?')} path, "
+             f"counted with torch's profiler by bench/ascend_host_ops.py): **{host_ops['torch_ops']} torch operators** "
+             f"(+{host_ops['view_ops']} view/metadata ops, not charged), **{host_ops['host_reads']} host reads**, "
+             f"{host_ops['kernel_launches']} kernel launches. Charged at {h['torch_op_s'] * 1e6:g} µs per operator, "
+             f"{h['host_read_s'] * 1e6:g} µs per host read and {h['aclnn_call_s'] * 1e6:g} µs per aclnn call (one per "
+             "kernel launch, both sides) -- labelled assumptions. The per-DMA issue cost has no published figure: "
+             f"the ratio is given for {', '.join(map(str, DMA_ISSUE_RANGE))} cycles, each with the host work serial to "
+             "the device (added) and overlapped with it (torch_npu's task queue: max of the two, plus the host reads).",
+             "mx_driving's host side is modelled (its torch ops and one aclnn call per kernel), not counted.", "",
+             "| scene | SoC | dtype | DMA-count ratio (mx_driving / ours) | host side ours (µs) | "
+             + " | ".join(f"step ratio @ {c} cyc/DMA serial / overlapped" for c in DMA_ISSUE_RANGE) + " | range |",
+             "|---|---|---|---|---|" + "---|" * len(DMA_ISSUE_RANGE) + "---|"]
+    for run in result["runs"]:
+        if "mx_driving" not in run:
+            continue
+        for dt, rows in run["ours"].items():
+            rng = step_range(run, dt, host_ops)
+            pairs = [(ms / os_, mo / oo) for _, os_, oo, ms, mo in rng]
+            ratios = [r for p in pairs for r in p]
+            dmar = dma_calls(run["mx_driving"][dt]) / max(1, dma_calls(rows))
+            hs = host_time(host_ops["torch_ops"], host_ops["host_reads"], launches(rows))
+            lines.append(f"| {run['preset']} b1 | {run['soc']} | {dt} | {dmar:.0f}x | {_us(hs)} | "
+                         + " | ".join(f"{a:.1f}x / {b:.1f}x" for a, b in pairs)
+                         + f" | {min(ratios):.1f}-{max(ratios):.1f}x |")
+    return lines
+
+
+def report(result, baseline=None, model=None, sens_run=("kitti", "Ascend910B2", "float16"), host_ops=None):
     from bench.ascend_cost import ASSUMED, MODEL
     model = dict(model or MODEL)
     lines = ["MODELLED Atlas A2 time of a VoxelBackBone8x training step (map builds, forward, input and weight",
@@ -319,6 +408,8 @@ def report(result, baseline=None, model=None, sens_run=("kitti", "Ascend910B2", 
                 n = L["name"]
                 lines.append(f"| {n} | {L['cin']}->{L['cout']} | {L['n_in']:,} -> {L['n_out']:,} | {_us(lo[n])} | "
                              f"{_us(lb[n]) if n in lb else '-'} | {_us(lm[n])} | {lm[n] / lo[n]:.2f}x |")
+    if host_ops is not None:
+        lines += host_side_lines(result, host_ops)
     # sensitivity
     preset, soc, dt = sens_run
     run = next((r for r in result["runs"] if r["preset"] == preset and r["soc"] == soc), None)

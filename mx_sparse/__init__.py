@@ -1,6 +1,8 @@
 """mx_sparse: sparse 3D convolution for LiDAR networks (mx_driving API) on Ascend NPU,
 CUDA and CPU. The device of the tensors picks the backend through the PyTorch
 dispatcher."""
+from .ascend_build_info import point_runtime_at_vendor_tree as _point_at_ops
+_point_at_ops()  # the installed AscendC op package on ASCEND_CUSTOM_OPP_PATH, before _ops imports torch_npu
 from . import _ops  # noqa: F401  (loads the compiled ops first)
 from . import cpu_memory, functional
 from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,

@@ -113,3 +113,7 @@ def show_config(file: Optional[TextIO] = None) -> None:
     torch has CUDA and triton is installed; NPU: torch_npu, mx_sparse's NPU binding and the
     custom-op package), and the environment switches in effect."""
     print(format_config(config()), file=file or sys.stdout)
+    # Ascend: CANN / op package / binding found, built, loaded, and the fix for what is missing
+    from .ascend_build_info import report_lines
+    print("\n".join(["Ascend build (kernels/ascend/build.sh):"] + ["  " + line for line in report_lines()]),
+          file=file or sys.stdout)

@@ -9,6 +9,7 @@ def test_tiling_functions():
     out = ao.OUT_DIR / "tiling_test"
     ao.OUT_DIR.mkdir(parents=True, exist_ok=True)
     cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ao.ASC), "-I", str(ao.ASC / "sim" / "include"),
+           *ao.OP_INCLUDE_FLAGS,
            str(ao.HERE / "harness" / "tiling_test.cpp"), *[str(s) for s in ao.TILING_SOURCES], "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

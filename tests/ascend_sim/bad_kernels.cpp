@@ -348,6 +348,80 @@ KERNEL(w_overread_small) {
     DataCopy(b.Get<float>(), g, 8);
 }
 
+// ---------------- J: the real runtime's rules (strict mode: ASCEND_SIM_STRICT=1) ----------------
+// J33: a literal event id next to a TPipe, not taken from its pool
+KERNEL(j33_literal_event_id) {
+    UNUSED; TPipe p; TBuf<> b; p.InitBuffer(b, 256);
+    GlobalTensor<float> g; g.SetGlobalBuffer((__gm__ float*)x, 64);
+    DataCopy(b.Get<float>(), g, 64);
+    SetFlag<HardEvent::MTE2_V>(EVENT_ID3); WaitFlag<HardEvent::MTE2_V>(EVENT_ID3);
+}
+// J33: the literal id is the one the VECIN queue's hidden EnQue event holds
+KERNEL(j33_event_collides_with_queue) {
+    UNUSED; TPipe p; TQue<TPosition::VECIN, 1> q; TBuf<> b; p.InitBuffer(q, 1, 256); p.InitBuffer(b, 256);
+    GlobalTensor<float> g; g.SetGlobalBuffer((__gm__ float*)x, 64);
+    LocalTensor<float> t = q.AllocTensor<float>();
+    DataCopy(t, g, 64);
+    q.EnQue(t);
+    DataCopy(b.Get<float>(), g, 64);
+    SetFlag<HardEvent::MTE2_V>(0); WaitFlag<HardEvent::MTE2_V>(0);
+    t = q.DeQue<float>();
+    q.FreeTensor(t);
+}
+// the same edges with ids from the pool: passes strict mode
+KERNEL(ok_pool_event_ids) {
+    UNUSED; TPipe p; TQue<TPosition::VECIN, 1> q; TBuf<> b; p.InitBuffer(q, 1, 256); p.InitBuffer(b, 256);
+    GlobalTensor<float> g; g.SetGlobalBuffer((__gm__ float*)x, 64);
+    LocalTensor<float> t = q.AllocTensor<float>();
+    DataCopy(t, g, 64);
+    q.EnQue(t);
+    DataCopy(b.Get<float>(), g, 64);
+    const TEventID f = p.FetchEventID(HardEvent::MTE2_V);
+    SetFlag<HardEvent::MTE2_V>(f); WaitFlag<HardEvent::MTE2_V>(f);
+    const TEventID a = p.AllocEventID<HardEvent::V_MTE2>();
+    Adds(b.Get<float>(), b.Get<float>(), 1.0f, 64);
+    SetFlag<HardEvent::V_MTE2>(a); WaitFlag<HardEvent::V_MTE2>(a);
+    p.ReleaseEventID<HardEvent::V_MTE2>(a);
+    t = q.DeQue<float>();
+    q.FreeTensor(t);
+}
+// J34: the all-core barrier in a kernel whose AIC serves Matmul requests
+template <bool AivOnly>
+inline void syncAfterMatmul(GM_ADDR x) {
+    TPipe p; Matmul<MF, MF, MF> mm;
+    TCubeTiling t; t.M = t.N = t.Ka = t.Kb = 4; t.singleCoreM = t.singleCoreN = t.singleCoreK = 4;
+    REGIST_MATMUL_OBJ(&p, GetSysWorkSpacePtr(), mm, &t);
+    (void)x;
+    mm.End();
+    SyncAll<AivOnly>();
+}
+KERNEL(j34_syncall_false_after_matmul) { UNUSED; syncAfterMatmul<false>(x); }
+KERNEL(ok_syncall_aiv_after_matmul) { UNUSED; syncAfterMatmul<true>(x); }
+// J35: API forms newer than the targeted CANN (default 8.0)
+KERNEL(j35_compares_before_9_0) {
+    UNUSED; TPipe p; TBuf<> b, m; p.InitBuffer(b, 256); p.InitBuffer(m, 32);
+    Duplicate(b.Get<float>(), 1.0f, 64);
+    Compares(m.Get<uint8_t>(), b.Get<float>(), 1.0f, CMPMODE::EQ, 64);
+}
+KERNEL(j35_int32_comparescalar_before_8_2) {
+    UNUSED; TPipe p; TBuf<> b, m; p.InitBuffer(b, 256); p.InitBuffer(m, 32);
+    Duplicate(b.Get<int32_t>(), 1, 64);
+    CompareScalar(m.Get<uint8_t>(), b.Get<int32_t>(), 1, CMPMODE::EQ, 64);
+}
+// the portable form: int32 0/1 flags compared as float (what unique_sorted_keys does)
+KERNEL(ok_float_comparescalar) {
+    UNUSED; TPipe p; TBuf<> b, f, m; p.InitBuffer(b, 256); p.InitBuffer(f, 256); p.InitBuffer(m, 32);
+    Duplicate(b.Get<int32_t>(), 1, 64);
+    Cast(f.Get<float>(), b.Get<int32_t>(), RoundMode::CAST_NONE, 64);
+    CompareScalar(m.Get<uint8_t>(), f.Get<float>(), 1.0f, CMPMODE::EQ, 64);
+}
+// J36: a plain tiling struct read without registering it
+struct JTiling { int32_t n; int32_t pad[7]; };
+KERNEL(j36_tiling_not_registered) { (void)y; GET_TILING_DATA_WITH_STRUCT(JTiling, t, x); (void)t; }
+KERNEL(ok_tiling_registered) {
+    (void)y; REGISTER_TILING_DEFAULT(JTiling); GET_TILING_DATA_WITH_STRUCT(JTiling, t, x); (void)t;
+}
+
 // ---------------- I: matmul parameters ----------------
 KERNEL(i32_transpose_without_istrans) {
     UNUSED; TPipe p; Matmul<MF, MF, MF> mm;
@@ -397,6 +471,10 @@ int main(int argc, char** argv) {
         SIMPLE(d15_depth0_returning_alloc), SIMPLE(d15_queue_after_destroy), SIMPLE(c13_pad64_value),
         SIMPLE(f23_dst_blk_stride_zero), SIMPLE(f26_cast_widening_inplace), MIX(e21_second_async_without_wait, 1),
         MIX(i32_single_shape_zero, 1), SIMPLE(w_atomic_left_on),
+        SIMPLE(j33_literal_event_id), SIMPLE(j33_event_collides_with_queue), SIMPLE(ok_pool_event_ids),
+        MIX(j34_syncall_false_after_matmul, 1), MIX(ok_syncall_aiv_after_matmul, 1),
+        SIMPLE(j35_compares_before_9_0), SIMPLE(j35_int32_comparescalar_before_8_2), SIMPLE(ok_float_comparescalar),
+        SIMPLE(j36_tiling_not_registered), SIMPLE(ok_tiling_registered),
     };
     if (c == "--list") {
         for (auto& kv : cases) std::printf("%s\n", kv.first.c_str());

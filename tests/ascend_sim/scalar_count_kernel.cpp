@@ -13,6 +13,7 @@ struct ScalarCountTiling {
 
 // y[0] = number of positive x, y[1] = their sum: one GetValue and one branch per element.
 extern "C" __global__ __aicore__ void k_scalar_loop(GM_ADDR x, GM_ADDR y, GM_ADDR tiling) {
+    REGISTER_TILING_DEFAULT(ScalarCountTiling);
     GET_TILING_DATA_WITH_STRUCT(ScalarCountTiling, t, tiling);
     GlobalTensor<float> xg, yg;
     xg.SetGlobalBuffer((__gm__ float*)x, t.n);
@@ -95,6 +96,7 @@ private:
 }  // namespace
 
 extern "C" __global__ __aicore__ void k_vector_only(GM_ADDR x, GM_ADDR offs, GM_ADDR y, GM_ADDR sums, GM_ADDR tiling) {
+    REGISTER_TILING_DEFAULT(ScalarCountTiling);
     GET_TILING_DATA_WITH_STRUCT(ScalarCountTiling, t, tiling);
     VectorOnly op;
     op.Run(x, offs, y, sums, t);

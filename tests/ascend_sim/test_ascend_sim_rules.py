@@ -82,6 +82,25 @@ CASES = {
     "i32_single_shape_zero": ("I32", "Matmul::SetSingleShape"),
 }
 WARN_CASES = {"w_overread_small": "B9", "w_atomic_left_on": "D16"}
+# Rules of the real runtime that the emulator's execution cannot show (it runs Matmul on the AIV, has
+# no TQue event pool and compiles every API form): warnings, fatal in strict mode, each with the
+# broken form -> (rule, API named) and extra environment.
+STRICT_CASES = {
+    "j33_literal_event_id": ("J33", "SetFlag", {}),
+    "j33_event_collides_with_queue": ("J33", "SetFlag", {}),
+    "j34_syncall_false_after_matmul": ("J34", "SyncAll", {}),
+    "j35_compares_before_9_0": ("J35", "Compares", {}),
+    "j35_compares_before_9_0@8.5": ("J35", "Compares", {"ASCEND_SIM_CANN_VERSION": "8.5"}),
+    "j35_int32_comparescalar_before_8_2": ("J35", "CompareScalar<int32_t>", {}),
+    "j36_tiling_not_registered": ("J36", "GET_TILING_DATA", {}),
+}
+# the corrected forms pass strict mode (and the version rule follows the targeted release)
+STRICT_OK_CASES = {
+    "ok_pool_event_ids": {}, "ok_syncall_aiv_after_matmul": {}, "ok_float_comparescalar": {},
+    "ok_tiling_registered": {},
+    "j35_compares_before_9_0@9.0": {"ASCEND_SIM_CANN_VERSION": "9.0"},
+    "j35_int32_comparescalar_before_8_2@8.2": {"ASCEND_SIM_CANN_VERSION": "8.2"},
+}
 
 REQUIRED = {"A1", "A3", "A4", "A5", "A6", "B8", "B9", "B10", "C11", "C12", "C13", "C14", "D15", "E17", "E20", "E21",
             "G28", "H29"}
@@ -95,7 +114,8 @@ def test_every_required_rule_has_a_rejection_case():
 
 def test_case_list_matches_program(sim_bins):
     proc = run_bin(sim_bins["bad_kernels"], ["--list"])
-    assert set(proc.stdout.split()) == set(CASES) | set(WARN_CASES)
+    strict = {c.split("@")[0] for c in list(STRICT_CASES) + list(STRICT_OK_CASES)}
+    assert set(proc.stdout.split()) == set(CASES) | set(WARN_CASES) | strict
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -133,3 +153,22 @@ def test_hazard_checker_can_be_disabled(sim_bins):
     """ASCEND_SIM_HAZARDS=0 switches rule E19 off (escape hatch while porting a kernel)."""
     proc = run_bin(sim_bins["bad_kernels"], ["e19_missing_mte2_v"], {"ASCEND_SIM_HAZARDS": "0"})
     assert proc.returncode == 0 and "NO VIOLATION DETECTED" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("case", sorted(STRICT_CASES))
+def test_strict_mode_rejects_the_old_form(sim_bins, case):
+    rule, api, env = STRICT_CASES[case]
+    name = case.split("@")[0]
+    proc = run_bin(sim_bins["bad_kernels"], [name], env)
+    assert proc.returncode == 0 and f"ASCEND-SIM WARNING {rule} in {api}" in proc.stderr, proc.stderr
+    proc = run_bin(sim_bins["bad_kernels"], [name], {**env, "ASCEND_SIM_STRICT": "1"})
+    assert proc.returncode == 86, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    m = MSG.search(proc.stderr)
+    assert m and m.group(1) == rule and api in m.group(2) and m.group(3) == name, proc.stderr
+
+
+@pytest.mark.parametrize("case", sorted(STRICT_OK_CASES))
+def test_strict_mode_accepts_the_portable_form(sim_bins, case):
+    proc = run_bin(sim_bins["bad_kernels"], [case.split("@")[0]], {**STRICT_OK_CASES[case], "ASCEND_SIM_STRICT": "1"})
+    assert proc.returncode == 0 and "NO VIOLATION DETECTED" in proc.stdout, proc.stderr
+    assert "ASCEND-SIM WARNING" not in proc.stderr, proc.stderr

@@ -25,6 +25,22 @@ while [ $# -gt 0 ]; do
 done
 CXX="${CXX:-g++}"
 FLAGS=(-std=c++17 -O1 -g -pthread -I "$SIM_DIR/include")
+# mx_sparse's op sources include each other by file name only (CANN's op build copies kernel
+# sources into one flat op_kernel directory and host sources into one flat op_host directory), so
+# a build from kernels/ascend/<op>/op_{kernel,host} gets every op's op_host folder and the shared
+# common/op_{kernel,host} folders as include directories.
+op_include_dirs() {
+    local src asc d
+    for src in ${SOURCES[@]+"${SOURCES[@]}"} ${KERNEL_SOURCES[@]+"${KERNEL_SOURCES[@]}"}; do
+        src=$(realpath -m -s "$src")
+        [[ "$src" =~ ^(.*/kernels/ascend)/[^/]+/op_(kernel|host)/[^/]+$ ]] || continue
+        asc="${BASH_REMATCH[1]}"
+        printf '%s\n' "$asc/common/op_kernel"
+        for d in "$asc"/*/op_host; do printf '%s\n' "$d"; done
+        return
+    done
+}
+while IFS= read -r d; do [ -n "$d" ] && FLAGS+=(-I "$d"); done < <(op_include_dirs)
 # Kernel TUs: GCC calls __sanitizer_cov_trace_pc at the start of every basic block. No
 # exceptions, as in device code (a call that may throw would end a block).
 KERNEL_FLAGS=(-fsanitize-coverage=trace-pc -fno-exceptions)

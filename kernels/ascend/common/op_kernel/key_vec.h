@@ -16,11 +16,19 @@ using AscendC::LocalTensor;
 constexpr int32_t kSentinelLo = -1;
 constexpr int32_t kSentinelHi = 0x7fffffff;
 
+// A Set/Wait pair on `E` with an id taken from the live pipe's pool: TPipe/TQue allocate their own
+// event ids from the same pool, so a literal id could be one a queue's hidden event holds.
+template <AscendC::HardEvent E>
+__aicore__ inline void PipeSync() {
+    const int32_t id = (int32_t)AscendC::GetTPipePtr()->FetchEventID(E);
+    AscendC::SetFlag<E>(id);
+    AscendC::WaitFlag<E>(id);
+}
+
 // dst[i] = i for i < n (n a multiple of 8): eight scalar seeds, then doubling Adds.
 __aicore__ inline void Iota(const LocalTensor<int32_t>& dst, int32_t n) {
     for (int32_t i = 0; i < 8; ++i) dst.SetValue(i, i);
-    AscendC::SetFlag<AscendC::HardEvent::S_V>(0);
-    AscendC::WaitFlag<AscendC::HardEvent::S_V>(0);
+    PipeSync<AscendC::HardEvent::S_V>();
     for (int32_t len = 8; len < n; len *= 2) AscendC::Adds(dst[len], dst, len, (n - len) < len ? (n - len) : len);
 }
 

@@ -22,7 +22,7 @@
 // offset of the group).
 #pragma once
 #include "kernel_operator.h"
-#include "../op_host/window_gather_tiling.h"
+#include "window_gather_tiling.h"
 #include "key_vec.h"
 
 namespace mxs_kernel {
@@ -51,6 +51,9 @@ public:
         words_ = g.chunkRows * g.segWords;
         EL_ = g.entryLanes;
         zeroOff_ = (uint32_t)WgAlign32((int64_t)g.windowRows * pitch_);
+        // the slab DMAs' completion events stay set across passes: their ids are reserved from the
+        // pipe's pool for the launch (the other edges are Set/Wait pairs with fetched ids)
+        for (int b = 0; b < 2; ++b) evSeg_[b] = (int32_t)pipe.AllocEventID<HardEvent::MTE3_V>();
 
         pipe.InitBuffer(nbrB_, (uint32_t)WgAlign32((int64_t)g.tileRows * g.kvol * 4));
         // one buffer per entry vector: a view's extent is its buffer's, and Gather must not alias
@@ -78,8 +81,7 @@ public:
         WaitNbrFree();
         DataCopyPad(nbr_, nbrGm[m0 * g_.kvol], DataCopyExtParams(1, (uint32_t)(tr * g_.kvol * 4), 0, 0, 0),
                     DataCopyPadExtParams<int32_t>(false, 0, 0, 0));
-        SetFlag<HardEvent::MTE2_V>(kEvNbr);
-        WaitFlag<HardEvent::MTE2_V>(kEvNbr);
+        PipeSync<HardEvent::MTE2_V>();
         for (int32_t r0 = 0; r0 < tr; r0 += g_.chunkRows) {
             const int32_t rows = (tr - r0) < g_.chunkRows ? (tr - r0) : g_.chunkRows;
             for (int32_t k0 = 0; k0 < g_.kvol; k0 += g_.group)
@@ -97,20 +99,17 @@ public:
     __aicore__ inline void Drain() {
         for (int b = 0; b < 2; ++b)
             if (segBusy_[b]) {
-                WaitFlag<HardEvent::MTE3_V>(kEvSeg + b);
+                WaitFlag<HardEvent::MTE3_V>(evSeg_[b]);
                 segBusy_[b] = false;
             }
         WaitNbrFree();
     }
 
 private:
-    static constexpr int32_t kEvNbr = 0, kEvWin = 1, kEvSeg = 2;  // event ids (kEvSeg, kEvSeg + 1)
-
     __aicore__ inline void WaitNbrFree() {
         // the previous tile's vector reads of the nbr tile are done before the next DMA overwrites it
         if (nbrBusy_) {
-            SetFlag<HardEvent::V_MTE2>(kEvNbr);
-            WaitFlag<HardEvent::V_MTE2>(kEvNbr);
+            PipeSync<HardEvent::V_MTE2>();
             nbrBusy_ = false;
         }
     }
@@ -181,8 +180,7 @@ private:
             if (isMax) Max(x, x, tmp_, 8);
             else Min(x, x, tmp_, 8);
         }
-        SetFlag<HardEvent::V_S>(0);
-        WaitFlag<HardEvent::V_S>(0);
+        PipeSync<HardEvent::V_S>();
         return x.GetValue(0);
     }
 
@@ -199,7 +197,7 @@ private:
         segBuf_ ^= 1;
         LocalTensor<W> seg = segB_.Get<W>()[sb * words_];
         if (segBusy_[sb]) {
-            WaitFlag<HardEvent::MTE3_V>(kEvSeg + sb);  // the previous slab DMA of this buffer is done
+            WaitFlag<HardEvent::MTE3_V>(evSeg_[sb]);  // the previous slab DMA of this buffer is done
             segBusy_[sb] = false;
         }
         const int32_t nw = rows * g_.segWords;
@@ -227,16 +225,14 @@ private:
                 LocalTensor<W> dst = first ? seg : tmpB_.Get<W>();
                 Gather(dst, win, offB_.Get<uint32_t>(), (uint32_t)0, (uint32_t)nw);
                 if (!first) Add(seg, seg, dst, nw);
-                SetFlag<HardEvent::V_MTE2>(kEvWin);        // window reads done before the next window DMA
-                WaitFlag<HardEvent::V_MTE2>(kEvWin);
+                PipeSync<HardEvent::V_MTE2>();             // window reads done before the next window DMA
                 first = false;
                 cursor = lo + w;
                 if (cursor > hiRow) break;
             }
         }
         // seg -> slab rows (r0 .. r0+rows), offsets k0 .. k0+X, columns c0 .. c0+cw
-        SetFlag<HardEvent::V_MTE3>(kEvSeg + sb);
-        WaitFlag<HardEvent::V_MTE3>(kEvSeg + sb);
+        PipeSync<HardEvent::V_MTE3>();
         const int64_t kg = g_.kvol < KGroup() ? g_.kvol : KGroup();
         const int64_t grp = k0 / kg, kin = k0 - grp * kg;
         const int64_t kc = (g_.kvol - grp * kg) < kg ? (g_.kvol - grp * kg) : kg;  // offsets of this k-group
@@ -252,7 +248,7 @@ private:
                             DataCopyExtParams((uint16_t)rows, (uint32_t)(cw * esz_), gapBlocks,
                                               (uint32_t)((kc * g_.cin - cw) * esz_), 0));
         }
-        SetFlag<HardEvent::MTE3_V>(kEvSeg + sb);
+        SetFlag<HardEvent::MTE3_V>(evSeg_[sb]);
         segBusy_[sb] = true;
     }
 
@@ -275,8 +271,7 @@ private:
                         DataCopyExtParams((uint16_t)w, (uint32_t)(cw * esz_), (uint32_t)((g_.cin - cw) * esz_), gap, 0),
                         DataCopyPadExtParams<T>(false, 0, 0, (T)0));
         }
-        SetFlag<HardEvent::MTE2_V>(kEvWin);
-        WaitFlag<HardEvent::MTE2_V>(kEvWin);
+        PipeSync<HardEvent::MTE2_V>();
     }
 
     // off[word] = byte offset in the window of the word's row (entries outside [lo, lo+w): zero row)
@@ -309,6 +304,7 @@ private:
     uint32_t zeroOff_ = 0;
     bool chunked_ = false, nbrBusy_ = false;
     bool segBusy_[2] = {false, false};
+    int32_t evSeg_[2] = {0, 0};  // MTE3_V ids of the two slab buffers (TPipe::AllocEventID)
     int segBuf_ = 0;
     TBuf<TPosition::VECCALC> nbrB_, vecB_[5], colB_, shufB_, expB_, addB_, offB_, segB_, tmpB_, winB_;
     LocalTensor<int32_t> nbr_, ent_, ge_, key_, tmp_, rr_;

@@ -7,7 +7,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "conv_out_keys_tiling.h"
-#include "../../common/op_host/cann_tiling_store.h"
+#include "cann_tiling_store.h"
 
 namespace optiling {
 // ListInt attr i -> arr[0:n); false when its length is not n

@@ -8,7 +8,7 @@
 //   torch_npu: unpacking keys into coordinates and query keys; AscendC SubmMap: the lookup.
 #pragma once
 #include <cstdint>
-#include "../../common/op_host/tiling_common.h"
+#include "tiling_common.h"
 #include "conv_out_keys_tiling_data.h"
 
 namespace mxs_ascend {

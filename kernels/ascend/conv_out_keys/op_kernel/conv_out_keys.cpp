@@ -20,9 +20,9 @@
 //     strided DMA from a double-buffered VECOUT queue.
 // Scalar work: the eight Iota seeds of the constant tables per core, nothing per voxel or offset.
 #include "kernel_operator.h"
-#include "../op_host/conv_out_keys_tiling_data.h"
-#include "../../common/op_kernel/key_vec.h"
-#include "../../common/op_kernel/core_share.h"
+#include "conv_out_keys_tiling_data.h"
+#include "key_vec.h"
+#include "core_share.h"
 
 using namespace AscendC;
 using namespace mxs_kernel;
@@ -303,6 +303,7 @@ private:
 extern "C" __global__ __aicore__ void conv_out_keys(GM_ADDR indices, GM_ADDR keys, GM_ADDR workspace, GM_ADDR tiling) {
     (void)workspace;
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    REGISTER_TILING_DEFAULT(ConvOutKeysTilingData);
     GET_TILING_DATA_WITH_STRUCT(ConvOutKeysTilingData, t, tiling);
     ConvOutKeysKernel op;
     op.Run(indices, keys, t);

@@ -8,7 +8,7 @@
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
 #include "gather_mm_tiling.h"
-#include "../../common/op_host/cann_tiling_store.h"
+#include "cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus GatherMmTilingFunc(gert::TilingContext* context) {

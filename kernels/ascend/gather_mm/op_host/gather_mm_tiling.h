@@ -2,7 +2,7 @@
 // CANN glue (gather_mm_cann.cpp) and by the emulator harness.
 #pragma once
 #include <cstdint>
-#include "../../common/op_host/tiling_common.h"
+#include "tiling_common.h"
 #include "gather_mm_tiling_data.h"
 
 namespace mxs_ascend {

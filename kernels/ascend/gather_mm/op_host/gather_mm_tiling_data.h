@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>  // before kernel_tiling.h, which does not include it
 #include "kernel_tiling/kernel_tiling.h"
-#include "../../common/op_host/window_gather_tiling.h"
+#include "window_gather_tiling.h"
 
 struct GatherMmTilingData {
     int64_t numOut;        // M: output rows (rows of nbr)

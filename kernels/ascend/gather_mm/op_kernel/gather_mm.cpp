@@ -17,9 +17,9 @@
 //   Two slabs alternate: the Matmul of tile i runs (IterateAll<false>) while tile i+1 is gathered.
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
-#include "../op_host/gather_mm_tiling_data.h"
-#include "../../common/op_kernel/core_share.h"
-#include "../../common/op_kernel/window_gather.h"
+#include "gather_mm_tiling_data.h"
+#include "core_share.h"
+#include "window_gather.h"
 
 using namespace AscendC;
 
@@ -92,6 +92,7 @@ private:
 extern "C" __global__ __aicore__ void gather_mm(GM_ADDR features, GM_ADDR weight, GM_ADDR nbr, GM_ADDR out,
                                                GM_ADDR workspace, GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+    REGISTER_TILING_DEFAULT(GatherMmTilingData);
     GET_TILING_DATA_WITH_STRUCT(GatherMmTilingData, t, tiling);
     if (TILING_KEY_IS(0)) {
         GatherMmKernel<float> op;

@@ -4,7 +4,7 @@
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"
 #include "gather_mm_backprop_filter_tiling.h"
-#include "../../common/op_host/cann_tiling_store.h"
+#include "cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus GatherMmBpfTilingFunc(gert::TilingContext* context) {
@@ -38,6 +38,7 @@ static ge::graphStatus GatherMmBpfTilingFunc(gert::TilingContext* context) {
     if (mm.GetTiling(t.mm) == -1) return ge::GRAPH_FAILED;
     if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.blockDim);
+    if (mxs_ascend::RequestAllCoresAtOnce(context) != ge::GRAPH_SUCCESS) return ge::GRAPH_FAILED;  // SyncAll
     context->SetTilingKey(t.dtypeKey);
     size_t* ws = context->GetWorkspaceSizes(1);
     ws[0] = plat.GetLibApiWorkSpaceSize() + (mxs_ascend::GatherMmBpfWorkspaceBytes(t) - mxs_ascend::kSysWorkspace);

@@ -9,7 +9,7 @@
 // AIVs with rows is capped so that each covers >= kBpfMinRowsPerAiv rows and the partials stay
 // within kBpfPartialBudget (the reduce reads them all once).
 #include "gather_mm_backprop_filter_tiling.h"
-#include "../../gather_mm/op_host/gather_mm_tiling.h"
+#include "gather_mm_tiling.h"
 
 namespace mxs_ascend {
 

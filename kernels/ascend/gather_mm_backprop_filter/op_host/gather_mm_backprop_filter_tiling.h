@@ -1,7 +1,7 @@
 // Host tiling of gather_mm_backprop_filter as plain C++ (no CANN).
 #pragma once
 #include <cstdint>
-#include "../../common/op_host/tiling_common.h"
+#include "tiling_common.h"
 #include "gather_mm_backprop_filter_tiling_data.h"
 
 namespace mxs_ascend {

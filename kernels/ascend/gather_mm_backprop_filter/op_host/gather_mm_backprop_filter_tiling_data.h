@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>  // before kernel_tiling.h, which does not include it
 #include "kernel_tiling/kernel_tiling.h"
-#include "../../common/op_host/window_gather_tiling.h"
+#include "window_gather_tiling.h"
 
 struct GatherMmBpfTilingData {
     int64_t numOut;        // M: rows of nbr and grad

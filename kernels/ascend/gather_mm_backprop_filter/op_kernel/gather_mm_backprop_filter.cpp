@@ -15,9 +15,9 @@
 // Two slabs alternate so tile i+1 is gathered while the AIC multiplies tile i.
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
-#include "../op_host/gather_mm_backprop_filter_tiling_data.h"
-#include "../../common/op_kernel/core_share.h"
-#include "../../common/op_kernel/window_gather.h"
+#include "gather_mm_backprop_filter_tiling_data.h"
+#include "core_share.h"
+#include "window_gather.h"
 
 using namespace AscendC;
 
@@ -78,7 +78,10 @@ public:
             if (pending) mm_.WaitIterateAll();
         }
         mm_.End();
-        SyncAll<false>();  // every partial (written by the AICs) is complete
+        // AIV-only barrier: each AIV already waited for its own Matmul results (WaitIterateAll), so
+        // once every AIV arrives every partial is complete. SyncAll<false> would also wait for the
+        // AICs, which sit in the Matmul server loop until the AIV clients quit: a deadlock.
+        SyncAll();
         Reduce(dw, aiv, GetBlockNum() * GetTaskRatio(), t, dwElems);
     }
 
@@ -128,6 +131,7 @@ private:
 extern "C" __global__ __aicore__ void gather_mm_backprop_filter(GM_ADDR features, GM_ADDR grad, GM_ADDR nbr,
                                                                GM_ADDR dw, GM_ADDR workspace, GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+    REGISTER_TILING_DEFAULT(GatherMmBpfTilingData);
     GET_TILING_DATA_WITH_STRUCT(GatherMmBpfTilingData, t, tiling);
     if (TILING_KEY_IS(0)) {
         GatherMmBpfKernel<float> op;

@@ -15,6 +15,11 @@
 namespace AscendSim {
 template <typename T>
 inline T loadTiling(const void* tiling) {
+    // Rule J36: a kernel whose tiling is a plain C++ struct registers it (REGISTER_TILING_DEFAULT)
+    // so that the op compiler knows the type it parses the tiling bytes as.
+    if (!ctx().tilingRegistered)
+        warning("J36", "GET_TILING_DATA", "the kernel entry reads its tiling without REGISTER_TILING_DEFAULT(<struct>) "
+                                          "before it (CANN cannot parse a plain C++ tiling struct it was not told about)");
     gmCheckAccess(tiling, sizeof(T), GmAccess::Read, "GET_TILING_DATA");
     T t;
     std::memcpy(&t, tiling, sizeof(T));
@@ -25,6 +30,8 @@ inline T loadTiling(const void* tiling) {
 // In CANN the tiling struct type is generated per op; on the emulator the op's shared tiling
 // header defines the struct and `#define ASCEND_SIM_TILING_TYPE <Struct>` (or use the
 // _WITH_STRUCT form). The variable is const, as in the op compiler's generated form.
+#define REGISTER_TILING_DEFAULT(type) (void)sizeof(type), ::AscendSim::ctx().tilingRegistered = true
+#define REGISTER_TILING_FOR_TILINGKEY(expr, type) REGISTER_TILING_DEFAULT(type)
 #define GET_TILING_DATA(var, tiling) \
     const ASCEND_SIM_TILING_TYPE var = ::AscendSim::loadTiling<ASCEND_SIM_TILING_TYPE>(tiling)
 #define GET_TILING_DATA_WITH_STRUCT(type, var, tiling) \

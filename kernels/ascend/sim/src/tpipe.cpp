@@ -49,6 +49,10 @@ TPipe::~TPipe() {
 }
 
 void TPipe::Reset() {
+    CoreContext& c = ctx();
+    for (int e = 0; e < HARD_EVENT_COUNT; ++e)   // the queues' hidden event ids go back to the pool
+        for (int id = 0; id < 8; ++id)
+            if (c.eventQueueHeld[e][id]) c.eventQueueHeld[e][id] = c.eventAllocated[e][id] = false;
     simBlocks.clear();
     simUsed = 0;
     simGeneration++;
@@ -99,10 +103,27 @@ void TPipe::simReleaseEvent(int e, TEventID id) {
     if (id < 0 || id > 7) violation("E17", "TPipe::ReleaseEventID", fmt("event id %d outside [0,7]", id));
     ctx().eventAllocated[e][id] = false;
 }
+int TPipe::simTryAllocQueueEvent(int e) {
+    CoreContext& c = ctx();
+    for (int id = 0; id < 8; ++id)
+        if (!c.eventAllocated[e][id] && !c.flagSet[e][id]) {
+            c.eventAllocated[e][id] = c.eventQueueHeld[e][id] = true;
+            return id;
+        }
+    return -1;
+}
+void TPipe::simReleaseQueueEvent(int e, int id) {
+    if (id < 0) return;
+    CoreContext& c = ctx();
+    c.eventAllocated[e][id] = c.eventQueueHeld[e][id] = false;
+}
 TEventID TPipe::simFetchEvent(int e) {
     CoreContext& c = ctx();
     for (int id = 0; id < 8; ++id)
-        if (!c.eventAllocated[e][id] && !c.flagSet[e][id]) return static_cast<TEventID>(id);
+        if (!c.eventAllocated[e][id] && !c.flagSet[e][id]) {
+            c.eventFetched[e][id] = true;
+            return static_cast<TEventID>(id);
+        }
     return 0;
 }
 
@@ -144,6 +165,7 @@ int QueBase::alloc(TPosition pos, int depth, const char* api) {
             b.state = OCCUPIED;
             rr = static_cast<size_t>(idx + 1) % num;
             if (prodPipe >= 0) hzMerge(prodPipe, freeSnap[idx]);   // waits the Free event of this buffer
+            if (freeEvent >= 0) { pipe->simReleaseQueueEvent(freeEvent, freeId[idx]); freeId[idx] = -1; }
             std::memset(ubBase() + b.addr, 0xA5, b.len);   // A7: fresh buffers are garbage
             return firstHandle + idx;
         }
@@ -162,6 +184,7 @@ void QueBase::enque(int handle, int depth, const char* api) {
     b.state = ENQUE;
     fifo.push_back(handle);
     if (prodPipe >= 0) enqSnap[handle - firstHandle] = hzSnapshot(prodPipe);
+    if (enqEvent >= 0) enqId[handle - firstHandle] = pipe->simTryAllocQueueEvent(enqEvent);
 }
 
 int QueBase::deque(const char* api) {
@@ -171,6 +194,7 @@ int QueBase::deque(const char* api) {
     fifo.pop_front();
     blockOf(h).state = DEQUE;
     if (consPipe >= 0) hzMerge(consPipe, enqSnap[h - firstHandle]);
+    if (enqEvent >= 0) { pipe->simReleaseQueueEvent(enqEvent, enqId[h - firstHandle]); enqId[h - firstHandle] = -1; }
     return h;
 }
 
@@ -183,6 +207,8 @@ void QueBase::free(int handle, TPosition pos, const char* api) {
     b.state = FREE;
     pipe->simAllocatedPerPos[static_cast<int>(pos)]--;
     if (consPipe >= 0) freeSnap[handle - firstHandle] = hzSnapshot(consPipe);
+    if (freeEvent >= 0 && freeId[handle - firstHandle] < 0)
+        freeId[handle - firstHandle] = pipe->simTryAllocQueueEvent(freeEvent);
 }
 
 bool QueBase::hasIdle() const {

@@ -6,7 +6,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "subm_map_tiling.h"
-#include "../../common/op_host/cann_tiling_store.h"
+#include "cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus SubmMapTilingFunc(gert::TilingContext* context) {

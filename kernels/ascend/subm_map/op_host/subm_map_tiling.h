@@ -12,7 +12,7 @@
 #pragma once
 #include <cstdint>
 #include <vector>
-#include "../../common/op_host/tiling_common.h"
+#include "tiling_common.h"
 #include "subm_map_tiling_data.h"
 
 namespace mxs_ascend {

@@ -30,9 +30,9 @@
 //     contiguous, 32 B-aligned range and its search costs in proportion to its size.
 // The lanes are already the output rows [TQ][Kp]: one DMA writes the tile's [q, K] rows.
 #include "kernel_operator.h"
-#include "../op_host/subm_map_tiling_data.h"
-#include "../../common/op_kernel/core_share.h"
-#include "../../common/op_kernel/key_vec.h"
+#include "subm_map_tiling_data.h"
+#include "core_share.h"
+#include "key_vec.h"
 
 using namespace AscendC;
 
@@ -42,10 +42,10 @@ constexpr int32_t MAXK = 125;
 constexpr int64_t COMPACT_SPAN = 1ll << 30;
 constexpr int32_t INT32_MIN_V = -2147483647 - 1;
 
+// one Set/Wait pair with an id from the pipe's pool (key_vec.h)
 template <HardEvent E>
 __aicore__ inline void Sync() {
-    SetFlag<E>(0);
-    WaitFlag<E>(0);
+    mxs_kernel::PipeSync<E>();
 }
 
 class SubmMapKernel {
@@ -394,6 +394,7 @@ extern "C" __global__ __aicore__ void subm_map(GM_ADDR qkeys, GM_ADDR ckeys, GM_
                                               GM_ADDR workspace, GM_ADDR tiling) {
     (void)workspace;
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIV_ONLY);
+    REGISTER_TILING_DEFAULT(SubmMapTilingData);
     GET_TILING_DATA_WITH_STRUCT(SubmMapTilingData, t, tiling);
     SubmMapKernel op;
     op.Run(qkeys, ckeys, deltas, nbrS, t);

@@ -6,7 +6,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "unique_sorted_keys_tiling.h"
-#include "../../common/op_host/cann_tiling_store.h"
+#include "cann_tiling_store.h"
 
 namespace optiling {
 static ge::graphStatus UniqueSortedKeysTilingFunc(gert::TilingContext* context) {
@@ -20,6 +20,7 @@ static ge::graphStatus UniqueSortedKeysTilingFunc(gert::TilingContext* context) 
         return ge::GRAPH_FAILED;
     if (!mxs_ascend::StoreTilingData(context, t)) return ge::GRAPH_FAILED;
     context->SetBlockDim(t.usedAiv);  // <= AIV count: every core reaches the SyncAll
+    if (mxs_ascend::RequestAllCoresAtOnce(context) != ge::GRAPH_SUCCESS) return ge::GRAPH_FAILED;  // SyncAll
     size_t* ws = context->GetWorkspaceSizes(1);
     ws[0] = plat.GetLibApiWorkSpaceSize() + (mxs_ascend::UniqueSortedKeysWorkspaceBytes(t) - mxs_ascend::kSysWorkspace);
     return ge::GRAPH_SUCCESS;

@@ -8,7 +8,7 @@
 // count slot per core.
 #pragma once
 #include <cstdint>
-#include "../../common/op_host/tiling_common.h"
+#include "tiling_common.h"
 #include "unique_sorted_keys_tiling_data.h"
 
 namespace mxs_ascend {

@@ -7,16 +7,17 @@
 // Phase 1, per core over its contiguous share of tiles: a key survives when it differs from its
 // predecessor (the last key of the previous tile or core, read from GM; -1 before key 0) and is
 // not the sentinel. Keys are two int32 words and A2 compares int32 only for equality, so
-// "differs" is computed with clamps as (lo != lo') | (hi != hi') in 0/1 lanes; one Compares turns
-// the flags into a bitmap and two GatherMask calls (Counter mode) compact the low and high words;
+// "differs" is computed with clamps as (lo != lo') | (hi != hi') in 0/1 lanes; the flags, cast to
+// float, become a bitmap with one CompareScalar (int32 compares are documented from CANN 8.2 only,
+// float ones in every release; Compares is the 9.0 spelling) and two GatherMask calls (Counter mode) compact the low and high words;
 // one Gather interleaves the survivors back into int64 and one DMA appends them to the core's
 // workspace region. The core then publishes its survivor count.
 // Phase 2, after SyncAll: each core sums the counts of the cores before it (its output offset,
 // <= #cores scalar reads) and copies its region to ukeys[offset:]; the last core writes M.
 #include "kernel_operator.h"
-#include "../op_host/unique_sorted_keys_tiling_data.h"
-#include "../../common/op_kernel/key_vec.h"
-#include "../../common/op_kernel/core_share.h"
+#include "unique_sorted_keys_tiling_data.h"
+#include "key_vec.h"
+#include "core_share.h"
 
 using namespace AscendC;
 using namespace mxs_kernel;
@@ -84,7 +85,9 @@ private:
         LoadWithPredecessor(s0, q);
         KeepFlags(q);
         LocalTensor<uint8_t> bits = bitsB_.Get<uint8_t>();
-        Compares(bits, Flag(0), 1, CMPMODE::EQ, (uint32_t)T_);
+        LocalTensor<float> keepF = Flag(1).ReinterpretCast<float>();  // Flag(1..3) are free after KeepFlags
+        Cast(keepF, Flag(0), RoundMode::CAST_NONE, T_);
+        CompareScalar(bits, keepF, 1.0f, CMPMODE::EQ, (uint32_t)T_);
         LocalTensor<uint32_t> pattern = bits.ReinterpretCast<uint32_t>();
         LocalTensor<int32_t> compact = compactB_.Get<int32_t>();
         uint64_t cnt = 0, cntHi = 0;
@@ -198,6 +201,7 @@ private:
 extern "C" __global__ __aicore__ void unique_sorted_keys(GM_ADDR keys, GM_ADDR ukeys, GM_ADDR count, GM_ADDR workspace,
                                                          GM_ADDR tiling) {
     KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);  // vector only, but with the hardware SyncAll
+    REGISTER_TILING_DEFAULT(UniqueSortedKeysTilingData);
     GET_TILING_DATA_WITH_STRUCT(UniqueSortedKeysTilingData, t, tiling);
     GM_ADDR user = GetUserWorkspace(workspace);
     if (user == nullptr) return;

@@ -22,6 +22,12 @@ void warning(const char* rule, const char* api, const std::string& details);  //
 [[noreturn]] void unsupported(const char* api, const std::string& details);   // API subset not emulated
 std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
 
+// ---------------- CANN release targeted (src/cann_version.cpp, rule J35) ----------------
+// 100 * major + minor of ASCEND_SIM_CANN_VERSION (default 800: the oldest CANN the docs promise).
+int targetCannVersion();
+// Warns (fatal in strict mode) when `form` is newer than the targeted release.
+void requireCannApi(const char* form);
+
 // ---------------- platform (src/platform.cpp) ----------------
 struct Platform {
     std::string soc;       // e.g. "Ascend910B2"
@@ -107,6 +113,12 @@ struct CoreContext {
     // SetFlag/WaitFlag: pending set per (event, id); AllocEventID bookkeeping
     bool flagSet[AscendC::HARD_EVENT_COUNT][8] = {};
     bool eventAllocated[AscendC::HARD_EVENT_COUNT][8] = {};
+    // rule J33: ids handed out by FetchEventID (valid until their WaitFlag), ids a TQue holds for
+    // its hidden EnQue/Free events (taken from the same pool as AllocEventID)
+    bool eventFetched[AscendC::HARD_EVENT_COUNT][8] = {};
+    bool eventQueueHeld[AscendC::HARD_EVENT_COUNT][8] = {};
+    // rule J36: the kernel entry registered its tiling struct (REGISTER_TILING_DEFAULT)
+    bool tilingRegistered = false;
     // atomic mode: 0 none, 1 add, 2 max, 3 min; atomicType = typeName of T
     int atomicMode = 0;
     const char* atomicType = nullptr;

@@ -1,5 +1,5 @@
-// Intra-core events (rule E17, E18), cross-core SyncAll (E20), atomics mode (G28),
-// launch geometry queries (H29), workspace helpers.
+// Intra-core events (rule E17, E18; J33 in strict mode), cross-core SyncAll (E20; J34), atomics
+// mode (G28), launch geometry queries (H29), workspace helpers.
 #pragma once
 #include "ascend_sim/tensor.h"
 
@@ -35,6 +35,18 @@ inline bool eventPipes(HardEvent e, int& src, int& dst) {
 inline void checkEventId(int id, const char* api) {
     if (id < 0 || id > 7) AscendSim::violation("E17", api, AscendSim::fmt("event id %d outside [0,7]", id));
 }
+// Rule J33: with TPipe/TQue, event ids come from the pipe's pool (AllocEventID, or FetchEventID right
+// before the Set/Wait pair); a literal id can be the one a queue's hidden EnQue/Free event holds.
+inline void checkEventFromPool(HardEvent e, int id, const char* api) {
+    auto& c = AscendSim::ctx();
+    const int ev = static_cast<int>(e);
+    if (c.eventQueueHeld[ev][id])
+        AscendSim::warning("J33", api, AscendSim::fmt("HardEvent::%s id %d is held by a TQue's hidden event: the two "
+                                                      "Set/Wait pairs collide", eventName(e), id));
+    else if (!c.eventAllocated[ev][id] && !c.eventFetched[ev][id])
+        AscendSim::warning("J33", api, AscendSim::fmt("HardEvent::%s id %d was not taken from the pipe's pool "
+                                                      "(TPipe::AllocEventID / FetchEventID)", eventName(e), id));
+}
 }  // namespace simdetail
 
 // API calls execute immediately in program order on the emulator, so the flags only carry
@@ -42,6 +54,7 @@ inline void checkEventId(int id, const char* api) {
 template <HardEvent E>
 inline void SetFlag(int32_t id) {
     simdetail::checkEventId(id, "SetFlag");
+    simdetail::checkEventFromPool(E, id, "SetFlag");
     auto& c = AscendSim::ctx();
     if (c.flagSet[static_cast<int>(E)][id])
         AscendSim::violation("E17", "SetFlag", AscendSim::fmt("HardEvent::%s id %d set twice without a WaitFlag in between",
@@ -58,6 +71,7 @@ inline void WaitFlag(int32_t id) {
         AscendSim::violation("E17", "WaitFlag", AscendSim::fmt("HardEvent::%s id %d waited but never set: deadlock on the NPU",
                                                                simdetail::eventName(E), id));
     c.flagSet[static_cast<int>(E)][id] = false;
+    c.eventFetched[static_cast<int>(E)][id] = false;  // a fetched id is only good for one Set/Wait pair
     int src, dst;
     if (simdetail::eventPipes(E, src, dst)) AscendSim::hzMerge(dst, c.hz.flags[static_cast<int>(E)][id]);
 }
@@ -75,6 +89,11 @@ template <bool isAIVOnly = true>
 inline void SyncAll() {
     if (!isAIVOnly && !AscendSim::ctx().mix)
         AscendSim::violation("H29", "SyncAll", "SyncAll<false> (AIC+AIV) in a vector-only launch");
+    // Rule J34: the emulator runs Matmul on the calling AIV; on the NPU the AIC sits in the Matmul
+    // server loop (REGIST_MATMUL_OBJ) until the AIV clients quit, so it never reaches this barrier.
+    if (!isAIVOnly && AscendSim::ctx().matmulRegistered)
+        AscendSim::warning("J34", "SyncAll", "SyncAll<false> in a kernel that registered a Matmul object: the AIC "
+                                             "serves Matmul requests and never arrives (deadlock); use the AIV-only SyncAll()");
     AscendSim::syncAll("SyncAll");
 }
 // Software SyncAll (GM + UB workspace form): same barrier semantics on the emulator.

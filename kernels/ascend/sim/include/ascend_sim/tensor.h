@@ -94,7 +94,7 @@ public:
         AscendSim::stats().scalarGmSet++;
         std::memcpy(simGm + off, &v, sizeof(T));
     }
-    // No ReinterpretCast: the real GlobalTensor has none (real_api_check.py, probe api_accept);
+    // No ReinterpretCast: the real GlobalTensor has none (tools/ascend_real_api probe api_accept);
     // a second view of GM is a second SetGlobalBuffer on the cast address.
 private:
     void check(uint64_t off, const char* api, AscendSim::GmAccess kind) const {

@@ -63,6 +63,8 @@ public:
     TEventID simAllocEvent(int e);
     void simReleaseEvent(int e, TEventID id);
     TEventID simFetchEvent(int e);
+    int simTryAllocQueueEvent(int e);      // a TQue's hidden event id (-1 when the pool is empty)
+    void simReleaseQueueEvent(int e, int id);
     void simCheckLeftovers();      // D16 warnings at kernel end / Destroy
 };
 
@@ -80,10 +82,16 @@ public:
     // hidden TQue events (rule E19): producer/consumer pipes and per-buffer snapshots
     int prodPipe = -1, consPipe = -1;
     std::vector<AscendSim::PipeSnapshot> enqSnap, freeSnap;
+    // event ids of the hidden EnQue (producer -> consumer) and Free (consumer -> producer) events,
+    // taken from the pipe's pool as the real TQue does (rule J33); -1 = none held
+    int enqEvent = -1, freeEvent = -1;
+    std::vector<int> enqId, freeId;
     void simAttach(TPipe* p, int first, int n) {
         pipe = p; gen = p->simGeneration; firstHandle = first; num = n; rr = 0; fifo.clear();
         enqSnap.assign(n, AscendSim::PipeSnapshot{});
         freeSnap.assign(n, AscendSim::PipeSnapshot{});
+        enqId.assign(n, -1);
+        freeId.assign(n, -1);
     }
     Block& blockOf(int handle);
     void checkLive(const char* api) const;
@@ -101,9 +109,17 @@ public:
     // VECIN: GM->UB producer MTE2, consumer V; VECOUT: producer V, consumer MTE3;
     // VECIN->VECOUT binding: MTE2 -> MTE3 (IMPL kernel_event.h GetQueEvt).
     TQueBind() {
-        if (SRC == TPosition::VECIN && DST == TPosition::VECIN) { prodPipe = AscendSim::PIPE_ID_MTE2; consPipe = AscendSim::PIPE_ID_V; }
-        else if (SRC == TPosition::VECOUT && DST == TPosition::VECOUT) { prodPipe = AscendSim::PIPE_ID_V; consPipe = AscendSim::PIPE_ID_MTE3; }
-        else if (SRC == TPosition::VECIN && DST == TPosition::VECOUT) { prodPipe = AscendSim::PIPE_ID_MTE2; consPipe = AscendSim::PIPE_ID_MTE3; }
+        auto ev = [](HardEvent e) { return static_cast<int>(e); };
+        if (SRC == TPosition::VECIN && DST == TPosition::VECIN) {
+            prodPipe = AscendSim::PIPE_ID_MTE2; consPipe = AscendSim::PIPE_ID_V;
+            enqEvent = ev(HardEvent::MTE2_V); freeEvent = ev(HardEvent::V_MTE2);
+        } else if (SRC == TPosition::VECOUT && DST == TPosition::VECOUT) {
+            prodPipe = AscendSim::PIPE_ID_V; consPipe = AscendSim::PIPE_ID_MTE3;
+            enqEvent = ev(HardEvent::V_MTE3); freeEvent = ev(HardEvent::MTE3_V);
+        } else if (SRC == TPosition::VECIN && DST == TPosition::VECOUT) {
+            prodPipe = AscendSim::PIPE_ID_MTE2; consPipe = AscendSim::PIPE_ID_MTE3;
+            enqEvent = ev(HardEvent::MTE2_MTE3); freeEvent = ev(HardEvent::MTE3_MTE2);
+        }
     }
     static constexpr TPosition simPosition() { return SRC == TPosition::GM ? DST : SRC; }
     template <typename T>

@@ -217,7 +217,7 @@ ASCEND_SIM_SCALAR(Mins, OpMin)
 
 // ---------------- Duplicate ----------------
 // Scalar operands are deduced from both arguments and unsupported element types are rejected at
-// compile time, as by the real headers (kernels/ascend/real_api/probes/reject/).
+// compile time, as by the real headers (tools/ascend_real_api/probes/reject/).
 template <typename T, bool isSetMask = true>
 inline void Duplicate(const LocalTensor<T>& dst, const T& v, const int32_t& count) {
     static_assert(AscendSim::isOneOf<T, int16_t, uint16_t, half, bfloat16_t, int32_t, uint32_t, float>(),
@@ -296,6 +296,7 @@ inline void comparePrologue(const char* api, const LocalTensor<U>& dst, const Lo
 
 template <typename T, typename U>
 inline void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, CMPMODE m, uint32_t count) {
+    if (std::is_same<T, int32_t>::value) AscendSim::requireCannApi("Compare<int32_t>");
     simdetail::comparePrologue("Compare", dst, src0, m, count);
     simdetail::checkCountOperand(src1, count, "Compare", "src1");
     uint8_t* d = AscendSim::ubBase() + dst.simAddr;
@@ -306,19 +307,29 @@ inline void Compare(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const
     std::memcpy(d, bits.data(), bits.size());
     simdetail::countStats(count, sizeof(T));
 }
+namespace simdetail {
 template <typename T, typename U>
-inline void Compares(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const AscendSim::NoDeduce<T> scalar, CMPMODE m, uint32_t count) {
-    simdetail::comparePrologue("Compares", dst, src0, m, count);
+inline void compareScalarImpl(const char* api, const LocalTensor<U>& dst, const LocalTensor<T>& src0, T scalar, CMPMODE m,
+                              uint32_t count) {
+    comparePrologue(api, dst, src0, m, count);
     std::vector<uint8_t> bits(count / 8, 0);
     for (uint32_t i = 0; i < count; ++i)
-        if (simdetail::cmp(simdetail::ubLoad<T>(src0.simAddr + i * sizeof(T)), static_cast<T>(scalar), m))
-            bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+        if (cmp(ubLoad<T>(src0.simAddr + i * sizeof(T)), scalar, m)) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
     std::memcpy(AscendSim::ubBase() + dst.simAddr, bits.data(), bits.size());
-    simdetail::countStats(count, sizeof(T));
+    countStats(count, sizeof(T));
+}
+}  // namespace simdetail
+// Same operation under two names: Compares is the newer spelling (rule J35 checks the targeted
+// CANN release has it), CompareScalar the one every 8.x release declares.
+template <typename T, typename U>
+inline void Compares(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const AscendSim::NoDeduce<T> scalar, CMPMODE m, uint32_t count) {
+    AscendSim::requireCannApi("Compares");
+    simdetail::compareScalarImpl("Compares", dst, src0, static_cast<T>(scalar), m, count);
 }
 template <typename T, typename U>
 inline void CompareScalar(const LocalTensor<U>& dst, const LocalTensor<T>& src0, const AscendSim::NoDeduce<T> scalar, CMPMODE m, uint32_t count) {
-    Compares(dst, src0, scalar, m, count);
+    if (std::is_same<T, int32_t>::value) AscendSim::requireCannApi("CompareScalar<int32_t>");
+    simdetail::compareScalarImpl("CompareScalar", dst, src0, static_cast<T>(scalar), m, count);
 }
 
 // ---------------- Select ----------------

@@ -1,5 +1,5 @@
 // TCubeTiling as plain data (ADV: TCubeTiling结构体), field for field as in the header that CANN
-// generates (kernel_tiling/kernel_tiling.h; checked by kernels/ascend/real_api/real_api_check.py:
+// generates (kernel_tiling/kernel_tiling.h; checked against an installed CANN by tools/ascend_real_api/installed_cann_check.py:
 // same names, offsets and size), because tiling structs embed it and are copied bytewise from host
 // to device. The emulator's Matmul only needs the org/single shapes; the other fields are carried
 // so host tiling code can fill them.

@@ -1,5 +1,5 @@
 // Shared set-up of the reject probes (probes/reject/*.cpp): each probe is a kernel with ONE misuse
-// of the AscendC API that the real asc-devkit headers reject at compile time; real_api_check.py
+// of the AscendC API that the real asc-devkit headers reject at compile time; tools/ascend_real_api/installed_cann_check.py
 // requires that the emulator rejects it at compile time too.
 #pragma once
 #include "kernel_operator.h"

@@ -1,4 +1,4 @@
-// API probe for real_api_check.py: every AscendC form that the emulator (kernels/ascend/sim)
+// API probe for tools/ascend_real_api/installed_cann_check.py: every AscendC form that the emulator (kernels/ascend/sim)
 // implements, written as a kernel would call it. It must compile against BOTH the emulator and the
 // real asc-devkit headers; an API form that only one of them accepts is a divergence.
 // Never run: the values are arbitrary, only the types matter.
@@ -36,7 +36,7 @@ __aicore__ inline void FloatOnly(const LocalTensor<T>& a, const LocalTensor<T>& 
                                  const LocalTensor<T>& work) {
     Div(a, a, b, 64);
     Compare(bits, a, b, CMPMODE::LT, 256 / sizeof(T) * 2);
-    Compares(bits, a, (T)0, CMPMODE::GE, 256 / sizeof(T) * 2);
+    CompareScalar(bits, a, (T)0, CMPMODE::GE, 256 / sizeof(T) * 2);
     CompareScalar(bits, a, (T)0, CMPMODE::GT, 256 / sizeof(T) * 2);
     Select(a, bits, a, b, SELMODE::VSEL_TENSOR_TENSOR_MODE, 64);
     Select(a, bits, a, (T)0, SELMODE::VSEL_TENSOR_SCALAR_MODE, 64);
@@ -110,7 +110,7 @@ public:
         FloatOnly(f, f[64], bits, f[256]);
         FloatOnly(h, h[128], bits, h[512]);
         Compare(bits, i, i[64], CMPMODE::EQ, 128);
-        Compares(bits, i, (int32_t)-1, CMPMODE::EQ, 128);
+        CompareScalar(bits, i, (int32_t)-1, CMPMODE::EQ, 128);
         CompareScalar(bits, i, (int32_t)-1, CMPMODE::EQ, 128);
         Select(f, bits, f, f[64], SELMODE::VSEL_CMPMASK_SPR, 64);
         GatherForms(f, f[1024], u, f[2048]);
