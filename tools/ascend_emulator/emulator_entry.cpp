@@ -145,6 +145,8 @@ void CheckMapRows(const int32_t* nbr, int64_t entries, int64_t rows) {
 
 }  // namespace
 
+// The library is compiled with -fvisibility=hidden (cpu_debug_build.sh --shared): only these are exported.
+#pragma GCC visibility push(default)
 extern "C" {
 
 const char* mxs_emu_last_error() { return t_lastError.c_str(); }
@@ -296,3 +298,4 @@ int mxs_emu_gather_mm_backprop_filter(const void* features, int64_t n, int64_t c
 }
 
 }  // extern "C"
+#pragma GCC visibility pop

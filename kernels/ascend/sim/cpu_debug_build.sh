@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build a CPU-debug executable from AscendC kernel + harness sources against the emulator.
 #   kernels/ascend/sim/cpu_debug_build.sh [--shared] OUT [-k] SOURCE... [-- EXTRA_GXX_FLAGS...]
-# --shared: OUT is a shared library (everything compiled with -fPIC, linked with -shared) for
+# --shared: OUT is a shared library (everything compiled with -fPIC -fvisibility=hidden, linked with -shared) for
 # launching the kernels in-process (tools/ascend_emulator); its runtime library is kept apart
 # (build/pic/) so the executables' flags stay as they are.
 # The emulator runtime (src/*.cpp) is compiled once into build/libascend_sim.a (rebuilt when
@@ -36,7 +36,9 @@ KERNEL_FLAGS=(-fsanitize-coverage=trace-pc -fno-exceptions)
 BUILD="$SIM_DIR/build"
 LINK_FLAGS=()
 if [ "$SHARED" = 1 ]; then
-    FLAGS+=(-fPIC)
+    # hidden by default: calls inside the library stay direct (no PLT, inlinable); the entry marks
+    # what it exports
+    FLAGS+=(-fPIC -fvisibility=hidden)
     LINK_FLAGS=(-shared)
     BUILD="$SIM_DIR/build/pic"
 fi
