@@ -337,3 +337,20 @@ def test_stats_name_every_kernel():
     stats = ascend.emulator_stats()
     assert list(stats) == ["SubmMap", "ConvOutKeys", "UniqueSortedKeys", "GatherMm", "GatherMmBackpropFilter"]
     assert all(isinstance(v, int) and v >= 0 for v in stats.values())
+
+
+def test_without_sources_or_compiler_the_error_says_what_is_needed(monkeypatch, tmp_path):
+    """An installed wheel has no kernel sources next to the package: a clear error, no build attempt."""
+    monkeypatch.setattr(ascend, "_lib", None)
+    assert ascend.emulator_stats() == {name: 0 for name in ascend.KERNELS}
+    monkeypatch.setattr(ascend, "_BUILD_SCRIPT", tmp_path / "kernels" / "ascend" / "sim" / "cpu_debug_build.sh")
+    assert not ascend.emulator_available()
+    with pytest.raises(RuntimeError, match=r"needs a source checkout of mx_sparse .* and a C\+\+ compiler; "
+                                           r"missing: .*cpu_debug_build.sh"):
+        ascend.emulator_primitives()
+    monkeypatch.undo()
+    monkeypatch.setattr(ascend, "_lib", None)
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    assert not ascend.emulator_available()
+    with pytest.raises(RuntimeError, match=r"missing: a C\+\+ compiler \(.*no-such-compiler; set CXX"):
+        ascend.emulator_primitives()
