@@ -354,3 +354,27 @@ def test_without_sources_or_compiler_the_error_says_what_is_needed(monkeypatch, 
     assert not ascend.emulator_available()
     with pytest.raises(RuntimeError, match=r"missing: a C\+\+ compiler \(.*no-such-compiler; set CXX"):
         ascend.emulator_primitives()
+
+
+def test_launches_from_several_threads(prims):
+    """The emulator's launch state is global: the library serialises launches (the GIL is released
+    during a call), so concurrent callers get the results of sequential ones."""
+    import threading
+
+    g = torch.Generator().manual_seed(9)
+    cases = []
+    for i in range(4):
+        f, w, _ = _inputs(40 + i, 0, 8, 8, 27, torch.float32, seed=i)
+        cases.append((f, w, torch.randint(-1, 40 + i, (50, 27), generator=g, dtype=torch.int32)))
+    results = [None] * len(cases)
+
+    def work(i):
+        results[i] = prims["_gather_mm_one_group"](*cases[i])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for (f, w, nbr), got in zip(cases, results):
+        assert_close_to_fp64(got, gather_mm_reference(f, w, nbr), torch.float32)
