@@ -154,6 +154,8 @@ def test_sorted_key_lookup_empty_and_tiny(prims):
     got = prims["_sorted_key_lookup"](keys, keys, deltas, 3, 16)
     assert got.tolist() == [[-1, 0, 1], [0, 1, -1], [-1, 2, -1]]
     assert launches("SubmMap") == before + 1
+    none = prims["_sorted_key_lookup"](keys, keys[:0], deltas, 3, 16)  # no candidates: every lane misses
+    assert none.tolist() == [[-1, -1, -1]] * 3
 
 
 def test_sorted_key_lookup_limits(prims):
@@ -310,6 +312,9 @@ def test_gathers_tiny_and_empty(prims):
     dw = prims["_gather_mm_backprop_filter_one_group"](f, grad[:0], empty)
     assert dw.shape == (3, 5, 3) and torch.count_nonzero(dw) == 0
     assert (launches("GatherMm"), launches("GatherMmBackpropFilter")) == before  # no launch, as in the binding
+    no_rows = torch.full((3, 3), -1, dtype=torch.int32)  # no input rows at all: every entry is -1
+    assert torch.count_nonzero(prims["_gather_mm_one_group"](f[:0], w, no_rows)) == 0
+    assert torch.count_nonzero(prims["_gather_mm_backprop_filter_one_group"](f[:0], grad, no_rows)) == 0
 
 
 def test_gathers_reject_what_the_kernels_do_not_support(prims):
