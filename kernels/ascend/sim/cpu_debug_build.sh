@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build a CPU-debug executable from AscendC kernel + harness sources against the emulator.
-#   kernels/ascend/sim/cpu_debug_build.sh OUT [-k] SOURCE... [-- EXTRA_GXX_FLAGS...]
+#   kernels/ascend/sim/cpu_debug_build.sh [--shared] OUT [-k] SOURCE... [-- EXTRA_GXX_FLAGS...]
+# --shared: OUT is a shared library (everything compiled with -fPIC -fvisibility=hidden, linked with -shared) for
+# launching the kernels in-process (tools/ascend_emulator); its runtime library is kept apart
+# (build/pic/) so the executables' flags stay as they are.
 # The emulator runtime (src/*.cpp) is compiled once into build/libascend_sim.a (rebuilt when
 # any emulator source or header changes; guarded by a lock so parallel callers are safe).
 # Kernel translation units -- sources in a directory named op_kernel (the CANN op layout) or
@@ -8,8 +11,10 @@
 # compile_kernel_tu below); every other source (harnesses, host tiling) is compiled plainly.
 set -euo pipefail
 SIM_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SHARED=0
+if [ "${1:-}" = "--shared" ]; then SHARED=1; shift; fi
 if [ $# -lt 2 ]; then
-    echo "usage: $0 OUT [-k] SOURCE... [-- EXTRA_GXX_FLAGS...]" >&2
+    echo "usage: $0 [--shared] OUT [-k] SOURCE... [-- EXTRA_GXX_FLAGS...]" >&2
     exit 2
 fi
 OUT="$1"; shift
@@ -45,6 +50,14 @@ while IFS= read -r d; do [ -n "$d" ] && FLAGS+=(-I "$d"); done < <(op_include_di
 # exceptions, as in device code (a call that may throw would end a block).
 KERNEL_FLAGS=(-fsanitize-coverage=trace-pc -fno-exceptions)
 BUILD="$SIM_DIR/build"
+LINK_FLAGS=()
+if [ "$SHARED" = 1 ]; then
+    # hidden by default: calls inside the library stay direct (no PLT, inlinable); the entry marks
+    # what it exports
+    FLAGS+=(-fPIC -fvisibility=hidden)
+    LINK_FLAGS=(-shared)
+    BUILD="$SIM_DIR/build/pic"
+fi
 LIB="$BUILD/libascend_sim.a"
 mkdir -p "$BUILD/obj"
 (
@@ -128,6 +141,6 @@ for src in ${KERNEL_SOURCES[@]+"${KERNEL_SOURCES[@]}"}; do
     KERNEL_OBJS+=("$obj")
 done
 # Link to a temporary name first so concurrent builds of the same OUT never expose a partial file.
-"$CXX" "${FLAGS[@]}" ${EXTRA[@]+"${EXTRA[@]}"} ${KERNEL_OBJS[@]+"${KERNEL_OBJS[@]}"} \
-    ${SOURCES[@]+"${SOURCES[@]}"} "$LIB" -o "$OUT.tmp.$$"
+"$CXX" "${FLAGS[@]}" ${LINK_FLAGS[@]+"${LINK_FLAGS[@]}"} ${EXTRA[@]+"${EXTRA[@]}"} \
+    ${KERNEL_OBJS[@]+"${KERNEL_OBJS[@]}"} ${SOURCES[@]+"${SOURCES[@]}"} "$LIB" -o "$OUT.tmp.$$"
 mv -f "$OUT.tmp.$$" "$OUT"
