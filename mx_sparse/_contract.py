@@ -30,7 +30,11 @@ def grid(spatial_shape: Sequence[int], batch_size: int) -> List[int]:
 
 def per_axis(name: str, values: Sequence[int], ndim: int, minimum: int) -> List[int]:
     """``ndim`` values, each in [minimum, 2^31 - 1] (fill_axis_arg)."""
-    return _cc.per_axis(name, list(values), ndim, minimum)
+    values = list(values)
+    if any(isinstance(v, int) and not -INT64_MAX - 1 <= v <= INT64_MAX for v in values):
+        # beyond int64 the call into C++ cannot take the value at all (pybind: TypeError)
+        raise ValueError(f"{name}: expected every value in [{minimum}, 2^31 - 1], got {values}")
+    return _cc.per_axis(name, values, ndim, minimum)
 
 
 def kernel_volume(kernel_size: Sequence[int]) -> int:

@@ -66,6 +66,14 @@ def test_per_axis(name, value, expected):
     assert _contract.per_axis("stride", (2, 1, 3), 3, 1) == [2, 1, 3]
 
 
+def test_per_axis_beyond_int64_gets_the_same_message():
+    """Python ints beyond int64 cannot cross into C++; _contract words their error like C++'s."""
+    assert message(lambda: _contract.per_axis("stride", [2**40], 1, 1)) == \
+        "stride: expected every value in [1, 2^31 - 1], got [1099511627776]"
+    assert message(lambda: _contract.per_axis("stride", [2**70], 1, 1)) == \
+        f"stride: expected every value in [1, 2^31 - 1], got [{2**70}]"
+
+
 def test_kernel_volume():
     kernel = [1025, 1025, 1]
     got = same_error(lambda: _contract.kernel_volume(kernel),

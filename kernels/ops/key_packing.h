@@ -26,12 +26,18 @@ inline at::Tensor pack_key_columns(const at::Tensor& batch, const std::vector<at
   return key;
 }
 
-inline void check_packing_args(const at::Tensor& indices, c10::IntArrayRef shape, c10::IntArrayRef shift,
-                               c10::IntArrayRef scale) {
+// The grid keys are packed on: 1..kMaxSpatialDims positive extents; returns the rank.
+inline int64_t check_key_grid(c10::IntArrayRef shape) {
   const int64_t nd = static_cast<int64_t>(shape.size());
   TORCH_CHECK_VALUE(nd >= 1 && nd <= kMaxSpatialDims, "shape: expected 1 to ", kMaxSpatialDims,
                     " dimensions, got ", nd, " (", list_str(shape), ")");
   for (const int64_t s : shape) TORCH_CHECK_VALUE(s >= 1, "shape: expected every dimension >= 1, got ", list_str(shape));
+  return nd;
+}
+
+inline void check_packing_args(const at::Tensor& indices, c10::IntArrayRef shape, c10::IntArrayRef shift,
+                               c10::IntArrayRef scale) {
+  const int64_t nd = check_key_grid(shape);
   TORCH_CHECK_VALUE(indices.dim() >= 2 && indices.size(-1) == 1 + nd, "indices: expected shape [..., ", 1 + nd,
                     "] (batch + ", nd, " spatial coordinates), got ", indices.sizes());
   TORCH_CHECK_VALUE(!c10::isFloatingType(indices.scalar_type()) && indices.scalar_type() != at::kBool,
@@ -53,10 +59,7 @@ inline at::Tensor pack_keys(const at::Tensor& indices, c10::IntArrayRef shape, c
 
 // The inverse of pack_keys (no shift or scale): int32 [M, 1 + ndim] rows (batch, *coords).
 inline at::Tensor unpack_keys(const at::Tensor& keys, c10::IntArrayRef shape) {
-  const int64_t nd = static_cast<int64_t>(shape.size());
-  TORCH_CHECK_VALUE(nd >= 1 && nd <= kMaxSpatialDims, "shape: expected 1 to ", kMaxSpatialDims,
-                    " dimensions, got ", nd, " (", list_str(shape), ")");
-  for (const int64_t s : shape) TORCH_CHECK_VALUE(s >= 1, "shape: expected every dimension >= 1, got ", list_str(shape));
+  const int64_t nd = check_key_grid(shape);
   TORCH_CHECK_VALUE(keys.dim() == 1 && keys.scalar_type() == at::kLong, "keys: expected int64 [M], got ",
                     keys.scalar_type(), " ", keys.sizes());
   std::vector<at::Tensor> cols(1 + nd);
