@@ -24,7 +24,8 @@ inline void check_index_values_generic(const at::Tensor& indices, c10::IntArrayR
     const at::Tensor c = idx.select(1, 1 + d);
     outside = outside.logical_or(c.lt(0)).logical_or(c.ge(spatial_shape[d]));
   }
-  const at::Tensor key = pack_keys(idx, spatial_shape);  // batch x grid fits int64 (make_grid); garbage for outside rows
+  // batch x grid fits int64 (make_grid); garbage for outside rows, which the sort sets aside
+  const at::Tensor key = pack_keys(idx, spatial_shape);
   const at::Tensor rows = at::arange(n, idx.options());
   const at::Tensor none = at::full({}, n, idx.options());
   const at::Tensor bad_row = at::where(outside, rows, none).min();

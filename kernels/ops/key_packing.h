@@ -31,7 +31,8 @@ inline int64_t check_key_grid(c10::IntArrayRef shape) {
   const int64_t nd = static_cast<int64_t>(shape.size());
   TORCH_CHECK_VALUE(nd >= 1 && nd <= kMaxSpatialDims, "shape: expected 1 to ", kMaxSpatialDims,
                     " dimensions, got ", nd, " (", list_str(shape), ")");
-  for (const int64_t s : shape) TORCH_CHECK_VALUE(s >= 1, "shape: expected every dimension >= 1, got ", list_str(shape));
+  for (const int64_t s : shape)
+    TORCH_CHECK_VALUE(s >= 1, "shape: expected every dimension >= 1, got ", list_str(shape));
   return nd;
 }
 

@@ -83,8 +83,8 @@ inline ConvGeometry make_geometry(int ndim, c10::IntArrayRef kernel_size, c10::I
   return g;
 }
 
-// The geometry of already checked arguments (the Python layer's output-extent helpers): no
-// checks, so callers that want the checks use make_geometry.
+// The geometry of arguments checked elsewhere or following another library's rules (the output
+// extent helpers of the Python layer): only the counts are checked; make_geometry checks values.
 inline ConvGeometry geometry_of(c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
                                 c10::IntArrayRef dilation) {
   ConvGeometry g{};

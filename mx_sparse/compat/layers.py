@@ -50,7 +50,7 @@ def build_transposed_map(indices, spatial_shape, batch_size, kernel_size, stride
     coords = indices[:, 1:].long()                                            # [N, nd]
     cand = coords[None] * st - pd + offs[:, None] * dl                        # [K, N, nd]
     valid = ((cand >= 0) & (cand < torch.tensor(out_shape, device=dev))).all(-1)  # [K, N]
-    out_rows = torch.cat([indices[:, :1].long()[None].expand(cand.shape[0], -1, 1), cand], dim=2)  # [K, N, 1+nd]: (batch, candidate)
+    out_rows = torch.cat([indices[:, :1].long()[None].expand(cand.shape[0], -1, 1), cand], dim=2)  # [K, N, 1+nd]
     keys = _contract.pack_keys(out_rows, out_shape)
     uniq = torch.unique(keys[valid])                                          # sorted
     kk, ii = valid.nonzero(as_tuple=True)
