@@ -17,7 +17,7 @@ from .layouts import convert_weight
 from . import serialization  # noqa: F401  (SparseConvTensor and its map cache load under weights_only=True)
 from .voxelize import PointToVoxel, Voxels, voxelize
 from .compat.mx_driving import Voxelization, voxelization  # mx_driving's voxelization names
-from .config import show_config
+from .config import compiled_backends, show_config
 from .version import __version__
 
 __all__ = [
@@ -28,5 +28,5 @@ __all__ = [
     "functional", "cpu_memory", "best_device",
     "patch_spconv", "unpatch_spconv", "patch_mmcv", "unpatch_mmcv", "convert_weight",
     "PointToVoxel", "Voxels", "voxelize", "Voxelization", "voxelization",
-    "patch_mx_driving", "unpatch_mx_driving", "show_config",
+    "patch_mx_driving", "unpatch_mx_driving", "show_config", "compiled_backends",
 ]

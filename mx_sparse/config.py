@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, TextIO
 import torch
 
 from . import _C
+from ._ops import has_kernel
 from .version import __version__
 
 # Environment switches mx_sparse reads, with what setting them does.
@@ -32,6 +33,18 @@ def _ops_with_kernel(key: str) -> List[str]:
 
 def _declared_ops() -> List[str]:
     return sorted(n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("mx_sparse::"))
+
+
+def compiled_backends() -> List[str]:
+    """The devices ("cpu", "cuda", "npu") whose convolutions can run here: the dispatcher holds a
+    kernel of gather_mm for them (the CUDA backend registers from Python, the NPU binding when
+    it is built and loaded). Read from the registrations, like best_device()."""
+    return [device for device in ("cpu", "cuda", "npu") if has_kernel(device)]
+
+
+# mx_sparse._C.compiled_backends was the documented path (a C++ list of compile-time flags that no
+# build set); it stays as an alias of the dispatcher-derived answer.
+_C.compiled_backends = compiled_backends
 
 
 def _module_version(name: str) -> Optional[str]:
@@ -57,6 +70,7 @@ def config() -> Dict[str, object]:
         "location": os.path.dirname(os.path.abspath(__file__)),
         "ops": declared,
         "kernels": backends,
+        "backends": compiled_backends(),
         "cpu_gemm": {dtype: _ISA_NAMES.get(isa, isa) for dtype, isa in sorted(_C.cpu_gemm_kernels().items())},
         "cuda_available": torch.cuda.is_available(),
         "torch_cuda": torch.version.cuda,

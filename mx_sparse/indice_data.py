@@ -4,6 +4,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from . import _contract
 from . import functional as F
 from .packed_map import HeldMap
 
@@ -78,8 +79,8 @@ def same_voxels(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation) -> List[int]:
-    return [(s + 2 * p - d * (k - 1) - 1) // st + 1
-            for s, k, st, p, d in zip(spatial_shape, kernel_size, stride, padding, dilation)]
+    """The output grid of a strided conv (conv_out_extent of kernels/common/conv_rules.h)."""
+    return _contract.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
 
 
 def build_subm_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,

@@ -1,39 +1,32 @@
 """Argument checks of the Python layer. Each message names the argument, says what
-was expected and what came. Value checks over all voxels (coordinate ranges,
-batch indices, duplicates) run inside the C++ map builders, in the same parallel
-pass that hashes the voxels, and raise ValueError with the same style."""
-import math
+was expected and what came. What the layers accept beyond the ops (an int for every axis,
+int64 indices, Python types) is checked here; bounds the ops share come from the C++
+contract through mx_sparse._contract. Value checks over all voxels (coordinate ranges,
+batch indices, duplicates) run inside the map builders and raise ValueError with the same style."""
 from typing import Sequence, Tuple, Union
 
 import torch
 
-FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+from . import _contract
+from ._contract import FLOAT_DTYPES, MAX_GEOMETRY_VALUE, MAX_KERNEL_VOLUME, MAX_SPATIAL_DIMS  # noqa: F401
+
 IntOrSeq = Union[int, Sequence[int]]
 
 
-MAX_GEOMETRY_VALUE = 2 ** 31 - 1   # like the int32 coordinates (kernels/ops/op_args.h)
-MAX_KERNEL_VOLUME = 2 ** 20        # columns of a neighbor map (kernels/ops/op_args.h)
-
-
 def per_axis(name: str, value: IntOrSeq, ndim: int, minimum: int) -> Tuple[int, ...]:
-    """Expands an int to ``ndim`` values and checks each is an int in [minimum, 2^31 - 1]."""
+    """Expands an int to ``ndim`` values and checks each is an int >= minimum here, then within
+    the ops' bound (2^31 - 1, the contract's per_axis)."""
     values = tuple(value) if isinstance(value, (list, tuple)) else (value,) * ndim
     if len(values) != ndim:
         raise ValueError(f"{name}: expected an int or {ndim} values (one per spatial axis), got {value!r}")
     for v in values:
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
             raise ValueError(f"{name}: expected integers >= {minimum}, got {value!r}")
-        if v > MAX_GEOMETRY_VALUE:
-            raise ValueError(f"{name}: expected integers <= 2^31 - 1 (coordinates are int32), got {value!r}")
-    return values
+    return tuple(_contract.per_axis(name, values, ndim, minimum))
 
 
 def kernel_volume(kernel_size: Tuple[int, ...]) -> int:
-    volume = math.prod(kernel_size)
-    if volume > MAX_KERNEL_VOLUME:
-        raise ValueError(f"kernel_size: {list(kernel_size)} has {volume} offsets, more than the "
-                         f"{MAX_KERNEL_VOLUME} a neighbor map supports")
-    return volume
+    return _contract.kernel_volume(kernel_size)
 
 
 def spatial_shape(value: Sequence[int]) -> list:
@@ -43,8 +36,8 @@ def spatial_shape(value: Sequence[int]) -> list:
         shape = [int(s) for s in value]
     except TypeError:
         raise ValueError(f"spatial_shape: expected a sequence of positive ints, got {value!r}") from None
-    if not 1 <= len(shape) <= 4 or any(s < 1 for s in shape):
-        raise ValueError(f"spatial_shape: expected 1 to 4 positive ints, got {list(value)!r}")
+    if not 1 <= len(shape) <= MAX_SPATIAL_DIMS or any(s < 1 for s in shape):
+        raise ValueError(f"spatial_shape: expected 1 to {MAX_SPATIAL_DIMS} positive ints, got {list(value)!r}")
     return shape
 
 

@@ -16,26 +16,16 @@ MXS_INLINE int64_t conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, 
   return q + 1;
 }
 
-// Strided conv: input i feeds output o through kernel position kp iff
-// i = o*s - p + kp*d per axis. The rule is separable: on axis d, input
-// coordinate c reaches o = (c + p - kp*d) / s when that is an exact, in-range
-// quotient; returns -1 otherwise.
-MXS_INLINE int64_t conv_axis_output(const ConvGeometry& g, const Grid& out, int d, int64_t c, int64_t kp) {
-  const int64_t num = c + g.padding[d] - kp * g.dilation[d];
-  if (num < 0 || num % g.stride[d] != 0) return -1;
-  const int64_t o = num / g.stride[d];
-  return o < out.shape[d] ? o : -1;
+// Transposed (generative) conv: input i reaches output o = i*s - p + kp*d, so the output grid is
+// (in - 1)*s - 2p + d(k-1) + 1 + output_padding. May be <= 0, like conv_out_extent.
+MXS_INLINE int64_t transposed_conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
+                                              int64_t output_padding) {
+  return (in - 1) * s - 2 * p + d * (k - 1) + 1 + output_padding;
 }
 
-// All axes at once; returns false when this offset reaches no output.
-MXS_INLINE bool conv_output_of(const ConvGeometry& g, const Grid& out,
-                               const int64_t* in_c, const int64_t* kp, int64_t* out_c) {
-  for (int d = 0; d < g.ndim; ++d) {
-    out_c[d] = conv_axis_output(g, out, d, in_c[d], kp[d]);
-    if (out_c[d] < 0) return false;
-  }
-  return true;
-}
+// Strided conv: input i feeds output o through kernel position kp iff i = o*s - p + kp*d
+// per axis (the map builders evaluate this per axis: o = (i + p - kp*d) / s when that is an
+// exact, in-range quotient).
 
 // Submanifold conv: output o reads input o + (kp - k/2)*d per axis (kernel centred
 // at k//2, so an even kernel reaches one more step backwards than forwards).
@@ -50,6 +40,17 @@ MXS_INLINE bool subm_input_of(const ConvGeometry& g, const Grid& grid,
     if (in_c[d] < 0 || in_c[d] >= grid.shape[d]) return false;
   }
   return true;
+}
+
+// Key difference of kernel offset k on a row-major grid: keys are row-major (coord_pack.h), so
+// moving every voxel by one spatial offset shifts every key by one constant, the packed offset.
+// centered: the submanifold offset (kp - k/2)*d; otherwise kp*d, the offset of an input from
+// o*s - p in a strided conv.
+MXS_INLINE int64_t kernel_offset_key_delta(const ConvGeometry& g, const Grid& grid, int64_t k, bool centered) {
+  int64_t kp[kMaxSpatialDims], off[kMaxSpatialDims];
+  kernel_position(g, k, kp);
+  for (int d = 0; d < g.ndim; ++d) off[d] = centered ? subm_offset(g, d, kp[d]) : kp[d] * g.dilation[d];
+  return pack_coord(grid, 0, off);
 }
 
 // True when every kernel offset of a submanifold conv stays inside the grid.

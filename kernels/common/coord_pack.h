@@ -18,14 +18,6 @@ MXS_INLINE int64_t pack_coord(const Grid& g, int64_t batch, const int64_t* c) {
   return key;
 }
 
-MXS_INLINE int64_t unpack_coord(const Grid& g, int64_t key, int64_t* c) {
-  for (int d = g.ndim - 1; d >= 0; --d) {
-    c[d] = key % g.shape[d];
-    key /= g.shape[d];
-  }
-  return key;  // batch
-}
-
 MXS_INLINE bool coord_in_grid(const Grid& g, const int64_t* c) {
   for (int d = 0; d < g.ndim; ++d)
     if (c[d] < 0 || c[d] >= g.shape[d]) return false;

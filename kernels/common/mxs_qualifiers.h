@@ -17,8 +17,7 @@ namespace mxs {
 // Largest spatial rank the neighbor-map builders support (1D..4D).
 constexpr int kMaxSpatialDims = 4;
 
-// Marks "no neighbor" in a neighbor map and an empty slot in a key table.
+// Marks "no neighbor" in a neighbor map.
 constexpr int32_t kNoNeighbor = -1;
-constexpr int64_t kEmptyKey = -1;
 
 }  // namespace mxs

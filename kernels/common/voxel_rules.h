@@ -42,9 +42,4 @@ MXS_INLINE int64_t voxel_cell_of_quotient(T q, int64_t extent) {
   return cell < extent ? cell : -1;
 }
 
-template <typename T>
-MXS_INLINE int64_t voxel_cell(T p, T lo, T size, int64_t extent) {
-  return voxel_cell_of_quotient<T>((p - lo) / size, extent);
-}
-
 }  // namespace mxs

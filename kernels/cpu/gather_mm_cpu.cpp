@@ -25,33 +25,7 @@
 namespace mxs {
 namespace {
 
-struct GroupedShape {
-  int64_t groups, cin, cout, cin_g, cout_g, kvol;
-};
-
 at::ScalarType accumulate_type(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
-
-void check_float(const at::Tensor& t, const char* name) {
-  const auto s = t.scalar_type();
-  TORCH_CHECK_VALUE(s == at::kFloat || s == at::kDouble || s == at::kHalf || s == at::kBFloat16, name,
-                    ": expected float32, float64, float16 or bfloat16, got ", s);
-}
-
-GroupedShape check_gather_mm_args(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
-                                  const std::optional<at::Tensor>& nbr_t, int64_t groups) {
-  check_gather_operands(features, nbr, nbr_t, groups);
-  check_float(features, "features");
-  TORCH_CHECK_VALUE(weight.scalar_type() == features.scalar_type(), "weight: expected dtype ",
-                    features.scalar_type(), " like features, got ", weight.scalar_type());
-  TORCH_CHECK_VALUE(weight.dim() == 3 && weight.size(0) == nbr.size(1), "weight: expected [K=", nbr.size(1),
-                    ", Cin/groups, Cout], got ", weight.sizes());
-  GroupedShape s{groups, features.size(1), weight.size(2), weight.size(1), 0, nbr.size(1)};
-  TORCH_CHECK_VALUE(s.cin_g * groups == s.cin, "weight: expected Cin/groups = ", s.cin, "/", groups,
-                    " input channels per group, got weight ", weight.sizes());
-  TORCH_CHECK_VALUE(s.cout % groups == 0, "weight: out channels ", s.cout, " are not divisible by groups=", groups);
-  s.cout_g = s.cout / groups;
-  return s;
-}
 
 // Rows of the map must name existing input rows; found during the compute loop
 // and reported once afterwards (lowest map row, deterministic).
@@ -87,7 +61,7 @@ bool worth_parallel(int64_t items, double macs_per_item) { return items * macs_p
 // Summing in place saves a copy of every output: float32 calls 4-5 % faster.
 // make_gemm() is called once per worker thread (a gemm may own scratch buffers).
 template <typename In, typename Acc, typename MakeGemm, typename Store>
-void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, const GroupedShape& s,
+void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, const GatherShape& s,
                   MapRangeCheck& bad, Acc* direct, MakeGemm make_gemm, Store store) {
   const int64_t tile = rows_per_tile(s.cout);
   const int64_t ntiles = (m + tile - 1) / tile;
@@ -130,7 +104,7 @@ void gather_tiles(const In* in, int64_t n_in, const int32_t* nbr, int64_t m, con
 // takes the pair-packed path of gemm_rows.h: the weight slice of every (offset,
 // group) is re-laid once here, before the tiles.
 template <typename T>
-void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr, int64_t m, const GroupedShape& s,
+void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr, int64_t m, const GatherShape& s,
                       T* out, MapRangeCheck& bad) {
   const int64_t packed = std::is_same_v<T, float> ? pair_packed_size(s.cin_g, s.cout_g) : 0;
   std::vector<T> wp(s.kvol * s.groups * packed);
@@ -153,7 +127,7 @@ void gather_mm_kernel(const T* in, int64_t n_in, const T* w, const int32_t* nbr,
 
 // bfloat16 on AMX: float accumulator tiles, rounded to bf16 once when a tile is done.
 void gather_mm_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* w, const int32_t* nbr, int64_t m,
-                        const GroupedShape& s, at::BFloat16* out, MapRangeCheck& bad) {
+                        const GatherShape& s, at::BFloat16* out, MapRangeCheck& bad) {
   const AmxWeights packed(w, s.kvol, s.groups, s.cin_g, s.cout_g);
   gather_tiles<uint16_t, float>(
       in, n_in, nbr, m, s, bad, nullptr,
@@ -170,12 +144,12 @@ void gather_mm_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* w, con
 
 // bfloat16 layers with at least 16 input channels per group run on AMX; narrower
 // ones (a network's first layer) fill too little of a tile to beat the float path.
-bool use_amx(const at::Tensor& features, const GroupedShape& s) {
+bool use_amx(const at::Tensor& features, const GatherShape& s) {
   return features.scalar_type() == at::kBFloat16 && s.cin_g >= 16 && amx_bf16_usable();
 }
 
 at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
-                                  const GroupedShape& s) {
+                                  const GatherShape& s) {
   const at::Tensor f = features.contiguous(), w = weight.contiguous(), nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0);
   at::Tensor out = empty_cpu({m, s.cout}, f.options());
@@ -189,7 +163,7 @@ at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& 
 
 at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
                          const std::optional<at::Tensor>& nbr_t, int64_t groups, bool /*symmetric: autograd's*/) {
-  const GroupedShape s = check_gather_mm_args(features, weight, nbr_in, nbr_t, groups);
+  const GatherShape s = check_gather_mm_args(features, weight, nbr_in, nbr_t, groups);
   if (use_amx(features, s)) return gather_mm_bf16_amx_cpu(features, weight, nbr_in, s);
   const auto acc = accumulate_type(features.scalar_type());
   const at::Tensor f = features.to(acc).contiguous(), w = weight.to(acc).contiguous(), nbr = nbr_in.contiguous();
@@ -228,7 +202,7 @@ struct FilterBlocks {
 // whole dW per block; at least one block). Few blocks in a wave (small or wide
 // layers) are cut into offset groups so that there are enough items to balance
 // the threads. Depends on the shapes only.
-FilterBlocks plan_filter_blocks(int64_t m, const GroupedShape& s, int64_t in_bytes, int64_t acc_bytes) {
+FilterBlocks plan_filter_blocks(int64_t m, const GatherShape& s, int64_t in_bytes, int64_t acc_bytes) {
   constexpr int64_t kRowBytes = 1 << 20, kPartialBytes = 8 << 20, kMinItems = 16;
   FilterBlocks b{};
   b.rows = std::clamp<int64_t>(kRowBytes / ((s.cin + s.cout) * in_bytes) / 256 * 256, 256, 2048);
@@ -245,7 +219,7 @@ FilterBlocks plan_filter_blocks(int64_t m, const GroupedShape& s, int64_t in_byt
 // out_rows absolute; partial is that block's dW[k] [Cin/G, Cout], zeroed. Then
 // dw[k] += the blocks' partials, in block order, wave by wave.
 template <typename Acc, typename Scratch, typename Column>
-void filter_by_blocks(const int32_t* nbr, int64_t m, int64_t n_in, const GroupedShape& s, const FilterBlocks& plan,
+void filter_by_blocks(const int32_t* nbr, int64_t m, int64_t n_in, const GatherShape& s, const FilterBlocks& plan,
                       MapRangeCheck& bad, Acc* dw, Column column) {
   const int64_t block = s.cin_g * s.cout;
   std::vector<Acc> partials(std::min(plan.count, plan.per_wave) * s.kvol * block);
@@ -285,13 +259,13 @@ constexpr int64_t kPairsPerSlice = 256;
 
 template <typename T>
 struct RowScratch {
-  RowScratch(const GroupedShape&, int64_t) : a_rows(kPairsPerSlice), g_rows(kPairsPerSlice) {}
+  RowScratch(const GatherShape&, int64_t) : a_rows(kPairsPerSlice), g_rows(kPairsPerSlice) {}
   std::vector<const T*> a_rows, g_rows;
 };
 
 template <typename T>
 void backprop_filter_kernel(const T* in, int64_t n_in, const T* grad, const int32_t* nbr, int64_t m,
-                            const GroupedShape& s, MapRangeCheck& bad, T* dw) {
+                            const GatherShape& s, MapRangeCheck& bad, T* dw) {
   const FilterBlocks plan = plan_filter_blocks(m, s, sizeof(T), sizeof(T));
   filter_by_blocks<T, RowScratch<T>>(
       nbr, m, n_in, s, plan, bad, dw,
@@ -316,9 +290,9 @@ void backprop_filter_kernel(const T* in, int64_t n_in, const T* grad, const int3
 // bfloat16 on AMX (groups == 1): a column's pairs (at most a block's rows) go
 // through one gemm_tn_amx call.
 void backprop_filter_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* grad, const int32_t* nbr, int64_t m,
-                              const GroupedShape& s, MapRangeCheck& bad, float* dw) {
+                              const GatherShape& s, MapRangeCheck& bad, float* dw) {
   struct Scratch {
-    Scratch(const GroupedShape& s, int64_t rows) : pairs(s.cin, s.cout), a_rows(rows), g_rows(rows) {}
+    Scratch(const GatherShape& s, int64_t rows) : pairs(s.cin, s.cout), a_rows(rows), g_rows(rows) {}
     AmxPairsScratch pairs;
     std::vector<const uint16_t*> a_rows, g_rows;
   };
@@ -338,16 +312,8 @@ void backprop_filter_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* 
 at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::Tensor& grad,
                                          const at::Tensor& nbr_in, const std::optional<at::Tensor>& nbr_t,
                                          int64_t groups, bool /*symmetric: autograd's*/) {
-  check_gather_operands(features, nbr_in, nbr_t, groups);
-  check_float(features, "features");
-  TORCH_CHECK_VALUE(grad.scalar_type() == features.scalar_type(), "grad: expected dtype ", features.scalar_type(),
-                    " like features, got ", grad.scalar_type());
-  TORCH_CHECK_VALUE(grad.dim() == 2 && grad.size(0) == nbr_in.size(0), "grad: expected [M=", nbr_in.size(0),
-                    ", Cout], got ", grad.sizes());
-  const int64_t cin = features.size(1), cout = grad.size(1);
-  TORCH_CHECK_VALUE(cin % groups == 0 && cout % groups == 0, "groups: ", groups,
-                    " must divide the input channels (", cin, ") and output channels (", cout, ")");
-  const GroupedShape s{groups, cin, cout, cin / groups, cout / groups, nbr_in.size(1)};
+  const GatherShape s = check_backprop_filter_args(features, grad, nbr_in, nbr_t, groups);
+  const int64_t cout = s.cout;
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), n_in = features.size(0);
   MapRangeCheck bad;

@@ -8,7 +8,7 @@
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
-#include "../ops/op_args.h"
+#include "../ops/index_errors.h"
 #include "fast_divide.h"
 #include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
@@ -38,16 +38,10 @@ struct FirstBadRow {
   bool any() const { return row.load() != INT64_MAX; }
 };
 
-std::string coord_str(const int32_t* idx, int ndim, int64_t r) {
-  std::ostringstream s;
-  s << "(";
-  for (int d = 0; d <= ndim; ++d) s << (d ? ", " : "") << idx[r * (1 + ndim) + d];
-  s << ")";
-  return s.str();
-}
-
-void check_rows_in_grid(const int32_t* idx, int64_t n, const Grid& g, int64_t batch_size,
+void check_rows_in_grid(const at::Tensor& indices, const Grid& g, int64_t batch_size,
                         c10::IntArrayRef spatial_shape) {
+  const int32_t* idx = indices.data_ptr<int32_t>();
+  const int64_t n = indices.size(0);
   FirstBadRow bad;
   at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
     int64_t c[kMaxSpatialDims];
@@ -56,17 +50,7 @@ void check_rows_in_grid(const int32_t* idx, int64_t n, const Grid& g, int64_t ba
       if (batch < 0 || batch >= batch_size || !coord_in_grid(g, c)) bad.report(r);
     }
   });
-  if (bad.any()) {
-    const int64_t r = bad.row.load();
-    TORCH_CHECK_VALUE(false, "indices: row ", r, " is (batch, *coords) = ", coord_str(idx, g.ndim, r),
-                      ", expected 0 <= batch < batch_size (", batch_size,
-                      ") and 0 <= coord < spatial_shape ", list_str(spatial_shape), " on every axis");
-  }
-}
-
-void check_row_count(int64_t n) {
-  TORCH_CHECK_VALUE(n < INT32_MAX, "indices: ", n,
-                    " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
+  if (bad.any()) raise_index_error(indices, spatial_shape, batch_size, bad.row.load(), n);
 }
 
 // True when the keys strictly increase, i.e. the rows are already sorted and
@@ -84,7 +68,10 @@ bool strictly_increasing(const std::vector<KeyRow>& v) {
 
 // All input voxels sorted by key; rejects duplicate coordinates (they end up
 // adjacent), naming the later row of the lowest such pair.
-std::vector<KeyRow> sorted_input_voxels(const int32_t* idx, int64_t n, const Grid& g) {
+std::vector<KeyRow> sorted_input_voxels(const at::Tensor& indices, const Grid& g, int64_t batch_size,
+                                        c10::IntArrayRef spatial_shape) {
+  const int32_t* idx = indices.data_ptr<int32_t>();
+  const int64_t n = indices.size(0);
   std::vector<KeyRow> sorted(n);
   at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
     int64_t c[kMaxSpatialDims];
@@ -100,19 +87,8 @@ std::vector<KeyRow> sorted_input_voxels(const int32_t* idx, int64_t n, const Gri
     for (int64_t t = b; t < e; ++t)
       if (sorted[t].key == sorted[t - 1].key) dup.report(std::max(sorted[t].row, sorted[t - 1].row));
   });
-  if (dup.any()) {
-    const int64_t r = dup.row.load();
-    TORCH_CHECK_VALUE(false, "indices: duplicate voxel ", coord_str(idx, g.ndim, r), " at row ", r,
-                      "; expected every (batch, *coords) row to be unique");
-  }
+  if (dup.any()) raise_index_error(indices, spatial_shape, batch_size, n, dup.row.load());
   return sorted;
-}
-
-// Key difference of a spatial offset: keys are row-major, so it is a constant.
-int64_t key_delta(const Grid& g, const int64_t* offset) {
-  int64_t delta = 0;
-  for (int d = 0; d < g.ndim; ++d) delta = delta * g.shape[d] + offset[d];
-  return delta;
 }
 
 // The kernel window of a submanifold map as lines along the last axis. Offsets
@@ -133,12 +109,8 @@ KernelLines kernel_lines(const Grid& grid, const ConvGeometry& geo) {
   lines.step = geo.dilation[last];
   lines.count = kernel_volume(geo) / lines.width;
   lines.first_delta.resize(lines.count);
-  for (int64_t l = 0; l < lines.count; ++l) {
-    int64_t kp[kMaxSpatialDims], off[kMaxSpatialDims];
-    kernel_position(geo, l * lines.width, kp);
-    for (int d = 0; d < grid.ndim; ++d) off[d] = subm_offset(geo, d, kp[d]);
-    lines.first_delta[l] = key_delta(grid, off);
-  }
+  for (int64_t l = 0; l < lines.count; ++l)
+    lines.first_delta[l] = kernel_offset_key_delta(geo, grid, l * lines.width, /*centered=*/true);
   return lines;
 }
 
@@ -198,8 +170,8 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   const int64_t n = indices.size(0), kvol = kernel_volume(geo);
   check_row_count(n);
   const int32_t* idx = indices.data_ptr<int32_t>();
-  check_rows_in_grid(idx, n, grid, batch_size, spatial_shape);
-  const std::vector<KeyRow> sorted = sorted_input_voxels(idx, n, grid);
+  check_rows_in_grid(indices, grid, batch_size, spatial_shape);
+  const std::vector<KeyRow> sorted = sorted_input_voxels(indices, grid, batch_size, spatial_shape);
 
   const KernelLines lines = kernel_lines(grid, geo);
   std::vector<int64_t> kpos(kvol * grid.ndim);  // per-axis kernel position of every offset
@@ -218,7 +190,7 @@ at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spa
   return nbr;
 }
 
-// unpack_coord (coord_pack.h) with FastDivisor: run once per output voxel.
+// The inverse of pack_coord (coord_pack.h) with FastDivisor: run once per output voxel.
 class KeyUnpacker {
  public:
   explicit KeyUnpacker(const Grid& g) : ndim_(g.ndim) {
@@ -300,7 +272,7 @@ class OutputReach {
     coord_[d] = c;
     count_[d] = 0;
     for (int64_t kp = 0; kp < geo_.kernel[d]; ++kp) {
-      // conv_axis_output (conv_rules.h), dividing with FastDivisor
+      // the strided rule of conv_rules.h: o = (c + p - kp*d) / s, an exact in-range quotient
       const int64_t num = c + geo_.padding[d] - kp * geo_.dilation[d];
       if (num < 0) continue;
       int64_t rem;
@@ -539,8 +511,8 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   const int64_t n = indices.size(0), kvol = kernel_volume(geo);
   check_row_count(n);
   const int32_t* idx = indices.data_ptr<int32_t>();
-  check_rows_in_grid(idx, n, grid, batch_size, spatial_shape);
-  sorted_input_voxels(idx, n, grid);  // rejects duplicate voxels
+  check_rows_in_grid(indices, grid, batch_size, spatial_shape);
+  sorted_input_voxels(indices, grid, batch_size, spatial_shape);  // rejects duplicate voxels
   if (use_output_bitmap(out_grid, batch_size, n)) return conv_map_by_bitmap(indices, batch_size, grid, out_grid, geo);
 
   const std::vector<OutputPair> pairs = sorted_output_pairs(idx, n, grid, out_grid, geo);

@@ -11,7 +11,7 @@ these ops to the same contracts as the CPU kernels (tests/test_fuzz.py, MXS_CUDA
 """
 import torch
 
-from . import op_args
+from .. import _contract as op_args
 
 FEATURE_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
 

@@ -9,7 +9,8 @@ with the host: a map entry outside [-1, rows) is reported by a device-side asser
 """
 import torch
 
-from . import launch, op_args, tiles
+from .. import _contract as op_args
+from . import launch, tiles
 
 # CUDA's limit on the second and third grid dimensions (Cout blocks x groups).
 MAX_GRID_YZ = 65535

@@ -26,7 +26,8 @@ import math
 
 import torch
 
-from . import host_sync, op_args
+from .. import _contract as op_args
+from . import host_sync
 
 NO_NEIGHBOR = -1
 # Offsets are handled in chunks whose temporaries hold about this many int64 values.

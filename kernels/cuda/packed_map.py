@@ -11,7 +11,8 @@ Indexing avoids Python's [] for the reason given in neighbor_map.py.
 """
 import torch
 
-from . import host_sync, op_args
+from .. import _contract as op_args
+from . import host_sync
 
 ROWS_PER_BLOCK = 1024  # part of the format
 LANES = 16             # offsets per mask word

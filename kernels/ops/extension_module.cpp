@@ -2,54 +2,16 @@
 // static TORCH_LIBRARY registrations of every linked backend.
 #include <torch/extension.h>
 
-#include "cpu/large_tensor_pool.h"
 #include "ops/index_checks_generic.h"
+#include "ops/module_parts.h"
 #include "ops/transpose_map_generic.h"
 #include "ops/voxelize_args.h"
 #include "ops/voxelize_generic.h"
 
-namespace mxs {
-const char* gemm_float_isa();  // kernels/cpu/gemm_rows.h
-bool amx_bf16_usable();        // kernels/cpu/gemm_rows_amx.h
-}  // namespace mxs
-
-namespace {
-// Which CPU kernel each dtype's gather_mm runs on this machine (benchmarks and
-// tests report it; float16 is always widened to float32).
-std::map<std::string, std::string> cpu_gemm_kernels() {
-  const std::string f32 = mxs::gemm_float_isa();
-  return {{"float32", f32}, {"float16", f32}, {"bfloat16", mxs::amx_bf16_usable() ? "amx" : f32}};
-}
-
-std::vector<std::string> compiled_backends() {
-  std::vector<std::string> b{"cpu"};
-#ifdef MXS_WITH_CUDA
-  b.push_back("cuda");
-#endif
-#ifdef MXS_WITH_NPU
-  b.push_back("npu");
-#endif
-  return b;
-}
-
-std::map<std::string, int64_t> cpu_pool_stats() {
-  const mxs::LargeTensorPoolStats s = mxs::large_tensor_pool_stats();
-  return {{"live_bytes", s.live_bytes},         {"peak_live_bytes", s.peak_live_bytes},
-          {"kept_bytes", s.kept_bytes},         {"touched_bytes", s.touched_bytes},
-          {"reserved_bytes", s.reserved_bytes}, {"segments", s.segments},
-          {"keep_limit_bytes", mxs::large_tensor_pool_keep_limit()}};
-}
-}  // namespace
-
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "mx_sparse compiled operators (registered as torch.ops.mx_sparse.*)";
-  m.def("compiled_backends", &compiled_backends, "Backends compiled into this build");
-  m.def("cpu_gemm_kernels", &cpu_gemm_kernels, "CPU gather_mm kernel per dtype on this machine");
-  m.def("cpu_pool_stats", &cpu_pool_stats, "Bytes and counts of the CPU large-tensor pool");
-  m.def("cpu_pool_release_cached", &mxs::large_tensor_pool_release_cached,
-        "Return the CPU large-tensor pool's kept memory to the system");
-  m.def("cpu_pool_set_keep_limit", &mxs::large_tensor_pool_set_keep_limit,
-        "Bound (bytes) on the freed memory the pool keeps resident");
+  mxs::register_cpu_info_functions(m);
+  mxs::register_contract_functions(m);
   m.def("voxel_grid_extent", [](const std::vector<double>& voxel_size, const std::vector<double>& range) {
     const mxs::VoxelGrid g = mxs::make_voxel_grid(voxel_size, range);
     return std::vector<int64_t>(g.extent, g.extent + g.ndim);

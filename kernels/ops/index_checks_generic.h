@@ -7,20 +7,10 @@
 #pragma once
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
-#include <sstream>
-#include <string>
-#include "op_args.h"
+#include "index_errors.h"
+#include "key_packing.h"
 
 namespace mxs {
-
-inline std::string index_row_str(const at::Tensor& indices, int64_t row) {
-  const at::Tensor r = indices.select(0, row).to(at::kCPU, at::kLong).contiguous();
-  std::ostringstream s;
-  s << "(";
-  for (int64_t j = 0; j < r.size(0); ++j) s << (j ? ", " : "") << r.data_ptr<int64_t>()[j];
-  s << ")";
-  return s.str();
-}
 
 // indices: int32 [N, 1 + ndim] (layout checked by check_indices); the grid by make_grid.
 inline void check_index_values_generic(const at::Tensor& indices, c10::IntArrayRef spatial_shape,
@@ -30,12 +20,12 @@ inline void check_index_values_generic(const at::Tensor& indices, c10::IntArrayR
   const at::Tensor idx = indices.to(at::kLong);
   at::Tensor b = idx.select(1, 0);
   at::Tensor outside = b.lt(0).logical_or(b.ge(batch_size));
-  at::Tensor key = b;
   for (int64_t d = 0; d < ndim; ++d) {
     const at::Tensor c = idx.select(1, 1 + d);
     outside = outside.logical_or(c.lt(0)).logical_or(c.ge(spatial_shape[d]));
-    key = key * spatial_shape[d] + c;  // batch x grid fits int64 (make_grid); garbage for outside rows
   }
+  // batch x grid fits int64 (make_grid); garbage for outside rows, which the sort sets aside
+  const at::Tensor key = pack_keys(idx, spatial_shape);
   const at::Tensor rows = at::arange(n, idx.options());
   const at::Tensor none = at::full({}, n, idx.options());
   const at::Tensor bad_row = at::where(outside, rows, none).min();
@@ -50,11 +40,7 @@ inline void check_index_values_generic(const at::Tensor& indices, c10::IntArrayR
   }
   const at::Tensor found = at::stack({bad_row, dup_row}).to(at::kCPU).contiguous();
   const int64_t bad = found.data_ptr<int64_t>()[0], dup = found.data_ptr<int64_t>()[1];
-  TORCH_CHECK_VALUE(bad == n, "indices: row ", bad, " is (batch, *coords) = ", index_row_str(indices, bad),
-                    ", expected 0 <= batch < batch_size (", batch_size, ") and 0 <= coord < spatial_shape ",
-                    list_str(spatial_shape), " on every axis");
-  TORCH_CHECK_VALUE(dup == n, "indices: duplicate voxel ", index_row_str(indices, dup), " at row ", dup,
-                    "; expected every (batch, *coords) row to be unique");
+  raise_index_error(indices, spatial_shape, batch_size, bad, dup);
 }
 
 }  // namespace mxs

@@ -5,6 +5,7 @@
 #include <torch/types.h>
 #include <c10/util/Exception.h>
 #include <optional>
+#include <utility>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,6 +59,18 @@ inline void fill_axis_arg(const char* name, c10::IntArrayRef v, int ndim, int64_
   }
 }
 
+// prod(kernel_size) of positive sizes, at most kMaxKernelVolume (checked by division, so the
+// product itself cannot overflow).
+inline int64_t checked_kernel_volume(c10::IntArrayRef kernel_size) {
+  int64_t volume = 1;
+  for (const int64_t k : kernel_size) {
+    TORCH_CHECK_VALUE(k <= kMaxKernelVolume / volume, "kernel_size: ", list_str(kernel_size),
+                      " has more than ", kMaxKernelVolume, " offsets (the columns of a neighbor map)");
+    volume *= k;
+  }
+  return volume;
+}
+
 inline ConvGeometry make_geometry(int ndim, c10::IntArrayRef kernel_size, c10::IntArrayRef stride,
                                   c10::IntArrayRef padding, c10::IntArrayRef dilation) {
   ConvGeometry g;
@@ -66,11 +79,26 @@ inline ConvGeometry make_geometry(int ndim, c10::IntArrayRef kernel_size, c10::I
   fill_axis_arg("stride", stride, ndim, 1, g.stride);
   fill_axis_arg("padding", padding, ndim, 0, g.padding);
   fill_axis_arg("dilation", dilation, ndim, 1, g.dilation);
-  int64_t volume = 1;
-  for (int d = 0; d < ndim; ++d) {
-    TORCH_CHECK_VALUE(g.kernel[d] <= kMaxKernelVolume / volume, "kernel_size: ", list_str(kernel_size),
-                      " has more than ", kMaxKernelVolume, " offsets (the columns of a neighbor map)");
-    volume *= g.kernel[d];
+  checked_kernel_volume(kernel_size);
+  return g;
+}
+
+// The geometry of arguments checked elsewhere or following another library's rules (the output
+// extent helpers of the Python layer): only the counts are checked; make_geometry checks values.
+inline ConvGeometry geometry_of(c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                                c10::IntArrayRef dilation) {
+  ConvGeometry g{};
+  g.ndim = static_cast<int>(kernel_size.size());
+  TORCH_CHECK_VALUE(g.ndim >= 1 && g.ndim <= kMaxSpatialDims, "kernel_size: expected 1 to ", kMaxSpatialDims,
+                    " dimensions, got ", g.ndim);
+  TORCH_CHECK_VALUE(stride.size() == kernel_size.size() && padding.size() == kernel_size.size() &&
+                        dilation.size() == kernel_size.size(),
+                    "stride, padding, dilation: expected ", g.ndim, " values each like kernel_size");
+  for (int d = 0; d < g.ndim; ++d) {
+    g.kernel[d] = kernel_size[d];
+    g.stride[d] = stride[d];
+    g.padding[d] = padding[d];
+    g.dilation[d] = dilation[d];
   }
   return g;
 }
@@ -107,6 +135,37 @@ inline void check_indices(const at::Tensor& indices, int ndim) {
                     1 + ndim, "] (batch + ", ndim, " spatial coordinates), got ", indices.sizes());
 }
 
+// Rows of a neighbor map (input or output voxels) are int32 row numbers, -1 meaning none.
+inline void check_row_count(int64_t n) {
+  TORCH_CHECK_VALUE(n < INT32_MAX, "indices: ", n,
+                    " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
+}
+
+// check_indices, and rows that an int32 neighbor map can name.
+inline void check_index_layout(const at::Tensor& indices, int ndim) {
+  check_indices(indices, ndim);
+  check_row_count(indices.size(0));
+}
+
+// Every given tensor on the device of `reference`: a backend of several devices (CUDA,
+// PrivateUse1) is dispatched to when ANY tensor argument is on its device, so a call mixing
+// devices lands there and is rejected naming the argument.
+using NamedTensor = std::pair<const char*, const at::Tensor*>;  // nullptr: an absent optional argument
+
+inline void check_same_device(const char* reference_name, const at::Tensor& reference,
+                              c10::ArrayRef<NamedTensor> tensors) {
+  for (const auto& [name, t] : tensors)
+    TORCH_CHECK_VALUE(t == nullptr || !t->defined() || t->device() == reference.device(), name,
+                      ": expected a tensor on ", reference.device(), " like ", reference_name, ", got one on ",
+                      t->device());
+}
+
+inline void check_float(const at::Tensor& t, const char* name) {
+  const auto s = t.scalar_type();
+  TORCH_CHECK_VALUE(s == at::kFloat || s == at::kDouble || s == at::kHalf || s == at::kBFloat16, name,
+                    ": expected float32, float64, float16 or bfloat16, got ", s);
+}
+
 inline void check_map(const at::Tensor& nbr, const char* name) {
   TORCH_CHECK_VALUE(nbr.scalar_type() == at::kInt && nbr.dim() == 2, name,
                     ": expected an int32 neighbor map [M, K], got ", nbr.scalar_type(), " ",
@@ -123,7 +182,71 @@ inline void check_gather_operands(const at::Tensor& features, const at::Tensor& 
   check_map(*nbr_t, "nbr_t");
   TORCH_CHECK_VALUE(nbr_t->size(1) == nbr.size(1), "nbr_t: expected ", nbr.size(1),
                     " kernel offsets like nbr, got ", nbr_t->size(1));
+}
 
+// Channel counts of a gather_mm / gather_mm_backprop_filter call, per group.
+struct GatherShape {
+  int64_t groups, cin, cout, cin_g, cout_g, kvol;
+};
+
+// What both gathers check: devices, the operands' layout, float features and an operand
+// (`operand_name`: gather_mm's weight, the filter gradient's grad) of the features' dtype.
+inline void check_gather_call(const at::Tensor& features, const char* operand_name, const at::Tensor& operand,
+                              const at::Tensor& nbr, const std::optional<at::Tensor>& nbr_t, int64_t groups) {
+  check_same_device("features", features,
+                    {{operand_name, &operand}, {"nbr", &nbr}, {"nbr_t", nbr_t.has_value() ? &*nbr_t : nullptr}});
+  check_gather_operands(features, nbr, nbr_t, groups);
+  check_float(features, "features");
+  TORCH_CHECK_VALUE(operand.scalar_type() == features.scalar_type(), operand_name, ": expected dtype ",
+                    features.scalar_type(), " like features, got ", operand.scalar_type());
+}
+
+// gather_mm(features [N, Cin], weight [K, Cin/groups, Cout], nbr [M, K]).
+inline GatherShape check_gather_mm_args(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
+                                        const std::optional<at::Tensor>& nbr_t, int64_t groups) {
+  check_gather_call(features, "weight", weight, nbr, nbr_t, groups);
+  TORCH_CHECK_VALUE(weight.dim() == 3 && weight.size(0) == nbr.size(1), "weight: expected [K=", nbr.size(1),
+                    ", Cin/groups, Cout], got ", weight.sizes());
+  GatherShape s{groups, features.size(1), weight.size(2), weight.size(1), 0, nbr.size(1)};
+  TORCH_CHECK_VALUE(s.cin_g * groups == s.cin, "weight: expected Cin/groups = ", s.cin, "/", groups,
+                    " input channels per group, got weight ", weight.sizes());
+  TORCH_CHECK_VALUE(s.cout % groups == 0, "weight: out channels ", s.cout, " are not divisible by groups=", groups);
+  s.cout_g = s.cout / groups;
+  return s;
+}
+
+// gather_mm_backprop_filter(features [N, Cin], grad [M, Cout], nbr [M, K]).
+inline GatherShape check_backprop_filter_args(const at::Tensor& features, const at::Tensor& grad,
+                                              const at::Tensor& nbr, const std::optional<at::Tensor>& nbr_t,
+                                              int64_t groups) {
+  check_gather_call(features, "grad", grad, nbr, nbr_t, groups);
+  TORCH_CHECK_VALUE(grad.dim() == 2 && grad.size(0) == nbr.size(0), "grad: expected [M=", nbr.size(0),
+                    ", Cout], got ", grad.sizes());
+  const int64_t cin = features.size(1), cout = grad.size(1);
+  TORCH_CHECK_VALUE(cin % groups == 0 && cout % groups == 0, "groups: ", groups,
+                    " must divide the input channels (", cin, ") and output channels (", cout, ")");
+  return {groups, cin, cout, cin / groups, cout / groups, nbr.size(1)};
+}
+
+// Key difference of every kernel offset on a row-major grid of grid_shape (k in the order of
+// kernel_offsets.h), from kernel_offset_key_delta (conv_rules.h). The caller's grid has
+// batch x prod(grid_shape) within int64 (make_grid), which bounds every difference too.
+inline std::vector<int64_t> key_deltas(c10::IntArrayRef kernel_size, c10::IntArrayRef dilation,
+                                       c10::IntArrayRef grid_shape, bool centered) {
+  const int ndim = static_cast<int>(kernel_size.size());
+  const std::vector<int64_t> ones(ndim, 1), zeros(ndim, 0);
+  const ConvGeometry g = make_geometry(ndim, kernel_size, ones, zeros, dilation);
+  TORCH_CHECK_VALUE(static_cast<int>(grid_shape.size()) == ndim, "grid_shape: expected ", ndim,
+                    " values (one per spatial axis), got ", list_str(grid_shape));
+  Grid grid;
+  grid.ndim = ndim;
+  for (int d = 0; d < ndim; ++d) {
+    TORCH_CHECK_VALUE(grid_shape[d] >= 1, "grid_shape: expected every dimension >= 1, got ", list_str(grid_shape));
+    grid.shape[d] = grid_shape[d];
+  }
+  std::vector<int64_t> out(kernel_volume(g));
+  for (int64_t k = 0; k < static_cast<int64_t>(out.size()); ++k) out[k] = kernel_offset_key_delta(g, grid, k, centered);
+  return out;
 }
 
 }  // namespace mxs

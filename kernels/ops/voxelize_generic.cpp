@@ -9,6 +9,7 @@
 
 #include <torch/library.h>
 #include <vector>
+#include "key_packing.h"
 #include "voxelize_args.h"
 
 namespace mxs {
@@ -41,8 +42,10 @@ at::Tensor point_keys(const at::Tensor& points, const std::optional<at::Tensor>&
   const at::Tensor cell = at::where(inside, cell_f, at::zeros_like(cell_f)).to(at::kLong);
   const at::Tensor extent = at::tensor(std::vector<int64_t>(g.extent, g.extent + g.ndim)).to(points.device());
   inside = (inside & (cell < extent)).all(1);
-  at::Tensor key = batch.has_value() ? batch->clone() : at::zeros({points.size(0)}, cell.options());
-  for (int d = 0; d < g.ndim; ++d) key = key * g.packed.shape[d] + cell.select(1, g.ndim - 1 - d);
+  std::vector<at::Tensor> zyx;  // packed in (z, y, x) order, like the CPU kernel's pack_coord
+  for (int d = 0; d < g.ndim; ++d) zyx.push_back(cell.select(1, g.ndim - 1 - d));
+  const at::Tensor key = pack_key_columns(batch.has_value() ? *batch : at::zeros({points.size(0)}, cell.options()),
+                                          zyx, c10::IntArrayRef(g.packed.shape, g.ndim));
   return at::where(inside, key, at::full_like(key, -1));
 }
 
@@ -80,14 +83,7 @@ Groups group_points(const at::Tensor& points, const std::optional<at::Tensor>& b
 }
 
 at::Tensor voxel_coords(const at::Tensor& keys, const VoxelGrid& g) {
-  std::vector<at::Tensor> cols(1 + g.ndim);
-  at::Tensor rest = keys;
-  for (int d = g.ndim - 1; d >= 0; --d) {
-    cols[1 + d] = at::remainder(rest, g.packed.shape[d]);
-    rest = at::div(rest, g.packed.shape[d], "floor");
-  }
-  cols[0] = rest;
-  return at::stack(cols, 1).to(at::kInt);
+  return unpack_keys(keys, c10::IntArrayRef(g.packed.shape, g.ndim));
 }
 
 at::Tensor point_voxel_ids(const Groups& r, const at::Tensor& group_voxel, int64_t n) {

@@ -23,7 +23,7 @@ from ..indice_data import IndiceData, build_conv_data, build_subm_data
 from ..layouts import convert_weight
 from ..modules import SparseModule
 from ..sparse_tensor import SparseConvTensor
-from .. import validation
+from .. import _contract, validation
 
 
 def kernel_offsets(kernel_size: Sequence[int], device) -> torch.Tensor:
@@ -32,25 +32,8 @@ def kernel_offsets(kernel_size: Sequence[int], device) -> torch.Tensor:
     return torch.stack([g.reshape(-1) for g in grids], dim=1)
 
 
-def _pack(batch: torch.Tensor, coords: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-    key = batch.long()
-    for d, s in enumerate(shape):
-        key = key * int(s) + coords[..., d].long()
-    return key
-
-
-def _unpack(keys: torch.Tensor, shape: Sequence[int]) -> torch.Tensor:
-    cols = []
-    for s in reversed(shape):
-        cols.append(keys % int(s))
-        keys = keys // int(s)
-    cols.append(keys)
-    return torch.stack(cols[::-1], dim=1).int()
-
-
 def transposed_output_shape(spatial_shape, kernel_size, stride, padding, dilation, output_padding) -> List[int]:
-    return [(s - 1) * st - 2 * p + d * (k - 1) + 1 + op
-            for s, k, st, p, d, op in zip(spatial_shape, kernel_size, stride, padding, dilation, output_padding)]
+    return _contract.transposed_output_extent(spatial_shape, kernel_size, stride, padding, dilation, output_padding)
 
 
 def build_transposed_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
@@ -67,13 +50,14 @@ def build_transposed_map(indices, spatial_shape, batch_size, kernel_size, stride
     coords = indices[:, 1:].long()                                            # [N, nd]
     cand = coords[None] * st - pd + offs[:, None] * dl                        # [K, N, nd]
     valid = ((cand >= 0) & (cand < torch.tensor(out_shape, device=dev))).all(-1)  # [K, N]
-    keys = _pack(indices[:, 0].long()[None].expand_as(valid), cand, out_shape)
+    out_rows = torch.cat([indices[:, :1].long()[None].expand(cand.shape[0], -1, 1), cand], dim=2)  # [K, N, 1+nd]
+    keys = _contract.pack_keys(out_rows, out_shape)
     uniq = torch.unique(keys[valid])                                          # sorted
     kk, ii = valid.nonzero(as_tuple=True)
     rows = torch.searchsorted(uniq, keys[kk, ii])
     nbr = torch.full((uniq.numel(), offs.shape[0]), -1, dtype=torch.int32, device=dev)
     nbr[rows, kk] = ii.int()
-    return _unpack(uniq, out_shape), nbr, out_shape
+    return _contract.unpack_keys(uniq, out_shape), nbr, out_shape
 
 
 class CompatConvolution(SparseConvolution):

@@ -1,11 +1,11 @@
 #include "conv_out_keys_tiling.h"
+#include "../../../common/conv_rules.h"  // conv_out_extent: the output grid every backend uses
 
 namespace mxs_ascend {
 namespace {
 
-int64_t OutExtent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-    const int64_t span = in + 2 * p - d * (k - 1) - 1;  // same rule as kernels/common/conv_rules.h
-    return (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+int64_t OutExtent(const ConvOutKeysShape& s, int d) {
+    return mxs::conv_out_extent(s.spatial[d], s.kernel[d], s.stride[d], s.padding[d], s.dilation[d]);
 }
 
 int32_t BytesOf(int64_t maxValue) { return maxValue < 256 ? 1 : maxValue < 65536 ? 2 : 3; }
@@ -16,7 +16,7 @@ bool ValidGeometry(const ConvOutKeysShape& s) {
     for (int d = 0; d < s.ndim; ++d) {
         if (s.spatial[d] < 1 || s.kernel[d] < 1 || s.stride[d] < 1 || s.dilation[d] < 1 || s.padding[d] < 0) return false;
         if (s.spatial[d] + s.padding[d] >= kCokMaxCoord || (s.kernel[d] - 1) * s.dilation[d] >= kCokMaxCoord) return false;
-        const int64_t o = OutExtent(s.spatial[d], s.kernel[d], s.stride[d], s.padding[d], s.dilation[d]);
+        const int64_t o = OutExtent(s, d);
         if (o < 1 || o > kCokMaxCoord) return false;
     }
     return true;
@@ -96,7 +96,7 @@ int32_t ConvOutKeysTiling(const ConvOutKeysShape& s, const AscendPlatform& p, Co
         t.stride[d] = (int32_t)s.stride[d];
         t.padding[d] = (int32_t)s.padding[d];
         t.dilation[d] = (int32_t)s.dilation[d];
-        t.outShape[d] = (int32_t)OutExtent(s.spatial[d], s.kernel[d], s.stride[d], s.padding[d], s.dilation[d]);
+        t.outShape[d] = (int32_t)OutExtent(s, d);
         t.invStride[d] = 1.0f / (float)s.stride[d];
         t.kernelSum += t.kernel[d];
         kvol *= s.kernel[d];

@@ -1,5 +1,6 @@
 #include "subm_map_tiling.h"
 #include <cstddef>
+#include "../../../common/conv_rules.h"  // kernel_offset_key_delta: the key deltas every backend uses
 
 namespace mxs_ascend {
 
@@ -63,19 +64,17 @@ int32_t SubmMapTiling(const SubmMapShape& s, const AscendPlatform& p, SubmMapTil
 }
 
 std::vector<int64_t> SubmMapDeltas(const SubmMapShape& s) {
-    int64_t kvol = 1;
-    for (int d = 0; d < s.ndim; ++d) kvol *= s.kernel[d];
-    std::vector<int64_t> out(kvol);
-    for (int64_t k = 0; k < kvol; ++k) {
-        int64_t rem = k, delta = 0, stride = 1;
-        for (int d = s.ndim - 1; d >= 0; --d) {
-            const int64_t kp = rem % s.kernel[d];
-            rem /= s.kernel[d];
-            delta += (kp - (s.centered ? s.kernel[d] / 2 : 0)) * s.dilation[d] * stride;
-            stride *= s.paddedShape[d];
-        }
-        out[k] = delta;
+    mxs::ConvGeometry g{};
+    mxs::Grid padded{};
+    g.ndim = padded.ndim = s.ndim;
+    for (int d = 0; d < s.ndim; ++d) {
+        g.kernel[d] = s.kernel[d];
+        g.dilation[d] = s.dilation[d];
+        g.stride[d] = 1;
+        padded.shape[d] = s.paddedShape[d];
     }
+    std::vector<int64_t> out(mxs::kernel_volume(g));
+    for (int64_t k = 0; k < (int64_t)out.size(); ++k) out[k] = mxs::kernel_offset_key_delta(g, padded, k, s.centered);
     return out;
 }
 

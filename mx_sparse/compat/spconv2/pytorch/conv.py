@@ -14,6 +14,7 @@ import math
 import torch
 from torch import nn
 
+from .... import _contract
 from ...layers import CompatConvolution
 from ..core import ConvAlgo  # noqa: F401
 from .core import SparseConvTensor  # noqa: F401
@@ -70,9 +71,11 @@ class SparseConvolution(CompatConvolution):
         return super().forward(input, add_input)
 
     def _conv1x1_shape(self, shape):
+        """The output grid of a 1x1 kernel (no padding: the constructor rejects it)."""
+        one, zero = [1] * len(shape), [0] * len(shape)
         if self.transposed:
-            return [(s - 1) * st + op + 1 for s, st, op in zip(shape, self.stride, self.output_padding)]
-        return [(s - 1) // st + 1 for s, st in zip(shape, self.stride)]
+            return _contract.transposed_output_extent(shape, one, self.stride, zero, one, self.output_padding)
+        return _contract.conv_output_extent(shape, one, self.stride, zero, one)
 
 
 def _named(ndim, **kind):

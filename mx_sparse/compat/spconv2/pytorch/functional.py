@@ -1,6 +1,7 @@
 """``spconv.pytorch.functional``: ``sparse_add`` (union of voxels, features summed)."""
 import torch
 
+from .... import _contract
 from ....sparse_tensor import SparseConvTensor as _CoreTensor
 
 
@@ -13,16 +14,11 @@ def sparse_add(*tens: _CoreTensor) -> _CoreTensor:
         if t.spatial_shape != first.spatial_shape or t.batch_size != first.batch_size or \
                 t.features.shape[1] != first.features.shape[1]:
             raise ValueError("sparse_add: operands need the same spatial_shape, batch_size and channels")
-    shape = [first.batch_size] + list(first.spatial_shape)
-    indices = torch.cat([t.indices for t in tens]).long()
-    key = indices[:, 0]
-    for d, s in enumerate(shape[1:]):
-        key = key * s + indices[:, d + 1]
+    key = _contract.pack_keys(torch.cat([t.indices for t in tens]), first.spatial_shape)
     uniq, inverse = torch.unique(key, return_inverse=True)
     feats = torch.cat([t.features for t in tens])
     out_f = feats.new_zeros(uniq.numel(), feats.shape[1]).index_add(0, inverse, feats)
-    out_i = torch.empty(uniq.numel(), indices.shape[1], dtype=torch.int32, device=indices.device)
-    out_i[inverse] = indices.int()
+    out_i = _contract.unpack_keys(uniq, first.spatial_shape)
     out = type(first)(out_f, out_i, first.spatial_shape, first.batch_size)
     largest = max(tens, key=lambda t: t.indices.shape[0])
     if uniq.numel() == largest.indices.shape[0]:

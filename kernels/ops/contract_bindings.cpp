@@ -1,0 +1,124 @@
+// mx_sparse._C.contract: the checks and rules of op_args.h, key_packing.h and index_errors.h
+// (and through them kernels/common) as Python functions, so that the Python layer, the compat
+// surfaces and the accelerator launch code apply the same contract with the same messages as
+// the C++ kernels instead of a copy (mx_sparse/_contract.py is their Python face). Every error
+// is a TORCH_CHECK_VALUE, a ValueError in Python.
+#include <torch/extension.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+#include "index_errors.h"
+#include "key_packing.h"
+#include "module_parts.h"
+#include "op_args.h"
+
+namespace mxs {
+namespace {
+
+using Values = std::vector<int64_t>;
+
+Values grid_shape(const Values& spatial_shape, int64_t batch_size) {
+  make_grid(spatial_shape, batch_size);
+  return spatial_shape;
+}
+
+Values per_axis(const std::string& name, const Values& values, int64_t ndim, int64_t minimum) {
+  Values out(values.size());
+  fill_axis_arg(name.c_str(), values, static_cast<int>(ndim), minimum, out.data());
+  return out;
+}
+
+// Unchecked extents of arguments the caller has checked (strides >= 1 still required, or
+// the floor division would divide by zero).
+Values conv_output_extent(const Values& shape, const Values& kernel, const Values& stride, const Values& padding,
+                          const Values& dilation) {
+  const ConvGeometry g = geometry_of(kernel, stride, padding, dilation);
+  TORCH_CHECK_VALUE(shape.size() == kernel.size(), "spatial_shape: expected ", g.ndim, " values like kernel_size, got ",
+                    list_str(shape));
+  Values out(g.ndim);
+  for (int d = 0; d < g.ndim; ++d) {
+    TORCH_CHECK_VALUE(g.stride[d] >= 1, "stride: expected every value >= 1, got ", list_str(stride));
+    out[d] = conv_out_extent(shape[d], g.kernel[d], g.stride[d], g.padding[d], g.dilation[d]);
+  }
+  return out;
+}
+
+Values transposed_output_extent(const Values& shape, const Values& kernel, const Values& stride,
+                                const Values& padding, const Values& dilation, const Values& output_padding) {
+  const ConvGeometry g = geometry_of(kernel, stride, padding, dilation);
+  TORCH_CHECK_VALUE(shape.size() == kernel.size() && output_padding.size() == kernel.size(),
+                    "spatial_shape, output_padding: expected ", g.ndim, " values each like kernel_size");
+  Values out(g.ndim);
+  for (int d = 0; d < g.ndim; ++d)
+    out[d] = transposed_conv_out_extent(shape[d], g.kernel[d], g.stride[d], g.padding[d], g.dilation[d],
+                                        output_padding[d]);
+  return out;
+}
+
+// The checked output grid of a strided conv (conv_output_grid) of checked arguments.
+Values conv_output_shape(const Values& shape, const Values& kernel, const Values& stride, const Values& padding,
+                         const Values& dilation, int64_t batch_size) {
+  const Grid in = make_grid(shape, batch_size);
+  const Grid out = conv_output_grid(in, make_geometry(in.ndim, kernel, stride, padding, dilation), shape, batch_size);
+  return Values(out.shape, out.shape + out.ndim);
+}
+
+void same_device(const std::string& reference_name, const at::Tensor& reference,
+                 const std::vector<std::pair<std::string, std::optional<at::Tensor>>>& tensors) {
+  std::vector<NamedTensor> named;
+  for (const auto& [name, t] : tensors) named.emplace_back(name.c_str(), t.has_value() ? &*t : nullptr);
+  check_same_device(reference_name.c_str(), reference, named);
+}
+
+std::pair<int64_t, int64_t> per_group(const GatherShape& s) { return {s.cin_g, s.cout_g}; }
+
+}  // namespace
+
+void register_contract_functions(pybind11::module_& module) {
+  namespace py = pybind11;
+  py::module_ m = module.def_submodule("contract", "The argument checks and rules every backend shares "
+                                                   "(kernels/ops/op_args.h, kernels/common); see mx_sparse._contract");
+  m.attr("INT32_MAX") = int64_t{INT32_MAX};
+  m.attr("INT64_MAX") = int64_t{INT64_MAX};
+  m.attr("MAX_SPATIAL_DIMS") = int64_t{kMaxSpatialDims};
+  m.attr("MAX_GEOMETRY_VALUE") = kMaxGeometryValue;
+  m.attr("MAX_KERNEL_VOLUME") = kMaxKernelVolume;
+  m.def("grid", &grid_shape, py::arg("spatial_shape"), py::arg("batch_size"));
+  m.def("per_axis", &per_axis, py::arg("name"), py::arg("values"), py::arg("ndim"), py::arg("minimum"));
+  m.def("kernel_volume", [](const Values& k) { return checked_kernel_volume(k); }, py::arg("kernel_size"));
+  m.def("conv_output_shape", &conv_output_shape, py::arg("shape"), py::arg("kernel"), py::arg("stride"),
+        py::arg("padding"), py::arg("dilation"), py::arg("batch_size"));
+  m.def("conv_output_extent", &conv_output_extent);
+  m.def("transposed_output_extent", &transposed_output_extent);
+  m.def("indices", [](const at::Tensor& t, int64_t ndim) { check_index_layout(t, static_cast<int>(ndim)); });
+  m.def("neighbor_map", [](const at::Tensor& t, const std::string& name) { check_map(t, name.c_str()); });
+  m.def("float_tensor", [](const at::Tensor& t, const std::string& name) { check_float(t, name.c_str()); });
+  m.def("same_device", &same_device);
+  m.def("gather_operands", [](const at::Tensor& features, const std::string& name, const at::Tensor& operand,
+                              const at::Tensor& nbr, const std::optional<at::Tensor>& nbr_t, int64_t groups) {
+    check_gather_call(features, name.c_str(), operand, nbr, nbr_t, groups);
+  });
+  m.def("gather_mm_shapes", [](const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
+                               const std::optional<at::Tensor>& nbr_t, int64_t groups) {
+    return per_group(check_gather_mm_args(features, weight, nbr, nbr_t, groups));
+  });
+  m.def("backprop_filter_shapes", [](const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr,
+                                     const std::optional<at::Tensor>& nbr_t, int64_t groups) {
+    return per_group(check_backprop_filter_args(features, grad, nbr, nbr_t, groups));
+  });
+  m.def("key_deltas", [](const Values& kernel_size, const Values& dilation, const Values& grid_shape, bool centered) {
+    return key_deltas(kernel_size, dilation, grid_shape, centered);
+  });
+  m.def("pack_keys", [](const at::Tensor& indices, const Values& shape, const Values& shift, const Values& scale) {
+    return pack_keys(indices, shape, shift, scale);
+  });
+  m.def("unpack_keys", [](const at::Tensor& keys, const Values& shape) { return unpack_keys(keys, shape); });
+  m.def("index_error", [](const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, int64_t bad_row,
+                          int64_t dup_row) {
+    raise_index_error(indices, spatial_shape, batch_size, bad_row, dup_row);
+  });
+}
+
+}  // namespace mxs

@@ -1,0 +1,15 @@
+// The pybind11 functions of mx_sparse._C, registered by the files that implement them
+// (extension_module.cpp only wires them into the module).
+#pragma once
+#include <torch/extension.h>
+
+namespace mxs {
+
+// mx_sparse._C.contract: the argument checks, output extents, key packing and key deltas
+// (kernels/ops/contract_bindings.cpp), reached from Python through mx_sparse._contract.
+void register_contract_functions(pybind11::module_& m);
+
+// CPU pool statistics and the CPU kernels chosen on this machine (kernels/cpu/cpu_info_bindings.cpp).
+void register_cpu_info_functions(pybind11::module_& m);
+
+}  // namespace mxs

@@ -1,0 +1,117 @@
+"""The Python face of the op contract: argument checks, bounds, output extents, key packing and
+key deltas as the C++ kernels apply them (kernels/ops/op_args.h, key_packing.h, index_errors.h,
+built on kernels/common), reached through ``mx_sparse._C.contract`` -- not a copy. The Python
+layer, the compat surfaces and the accelerator launch code call these, so a bad argument gets
+the same ValueError on every backend. Every check raises ValueError naming the argument."""
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from ._C import contract as _cc
+
+INT32_MAX = _cc.INT32_MAX
+INT64_MAX = _cc.INT64_MAX
+MAX_SPATIAL_DIMS = _cc.MAX_SPATIAL_DIMS
+MAX_GEOMETRY_VALUE = _cc.MAX_GEOMETRY_VALUE    # kMaxGeometryValue (why: op_args.h)
+MAX_KERNEL_VOLUME = _cc.MAX_KERNEL_VOLUME      # kMaxKernelVolume (why: op_args.h)
+# The dtypes check_float (op_args.h) accepts; tests/test_contract.py checks the two agree.
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def same_device(reference_name: str, reference: torch.Tensor, **tensors: Optional[torch.Tensor]) -> None:
+    """Every given tensor (None: an absent optional argument) on the device of ``reference``."""
+    _cc.same_device(reference_name, reference, list(tensors.items()))
+
+
+def grid(spatial_shape: Sequence[int], batch_size: int) -> List[int]:
+    """make_grid: 1..4 positive extents whose batch_size x product fits an int64 key."""
+    return _cc.grid(list(spatial_shape), batch_size)
+
+
+def per_axis(name: str, values: Sequence[int], ndim: int, minimum: int) -> List[int]:
+    """``ndim`` values, each in [minimum, 2^31 - 1] (fill_axis_arg)."""
+    values = list(values)
+    if any(isinstance(v, int) and not -INT64_MAX - 1 <= v <= INT64_MAX for v in values):
+        # beyond int64 the call into C++ cannot take the value at all (pybind: TypeError)
+        raise ValueError(f"{name}: expected every value in [{minimum}, 2^31 - 1], got {values}")
+    return _cc.per_axis(name, values, ndim, minimum)
+
+
+def kernel_volume(kernel_size: Sequence[int]) -> int:
+    """prod(kernel_size), at most MAX_KERNEL_VOLUME (the columns of a neighbor map)."""
+    return _cc.kernel_volume(list(kernel_size))
+
+
+def conv_output_shape(shape, kernel, stride, padding, dilation, batch_size) -> List[int]:
+    """conv_output_grid: the strided conv's output extent per axis (conv_out_extent, floor
+    division), every axis non-empty and within int32 coordinates, every output key within int64."""
+    return _cc.conv_output_shape(list(shape), list(kernel), list(stride), list(padding), list(dilation), batch_size)
+
+
+def conv_output_extent(shape, kernel, stride, padding, dilation) -> List[int]:
+    """conv_out_extent per axis without the bounds of conv_output_shape (may be <= 0), for
+    arguments the caller has checked or that follow another library's rules."""
+    return _cc.conv_output_extent(list(shape), list(kernel), list(stride), list(padding), list(dilation))
+
+
+def transposed_output_extent(shape, kernel, stride, padding, dilation, output_padding) -> List[int]:
+    """transposed_conv_out_extent per axis: (s - 1)*stride - 2*padding + dilation*(k - 1) + 1 +
+    output_padding (may be <= 0)."""
+    return _cc.transposed_output_extent(list(shape), list(kernel), list(stride), list(padding), list(dilation),
+                                        list(output_padding))
+
+
+def indices(t: torch.Tensor, ndim: int) -> None:
+    """int32 [N, 1 + ndim] with N < 2^31 - 1 (check_indices, check_row_count)."""
+    _cc.indices(t, ndim)
+
+
+def neighbor_map(t: torch.Tensor, name: str) -> None:
+    """An int32 [M, K] map (check_map)."""
+    _cc.neighbor_map(t, name)
+
+
+def float_tensor(t: torch.Tensor, name: str) -> None:
+    """A tensor of one of FLOAT_DTYPES (check_float)."""
+    _cc.float_tensor(t, name)
+
+
+def gather_operands(features, name, operand, nbr, nbr_t, groups) -> None:
+    """check_gather_call: devices, layouts, float features and an ``operand`` (``name``: the
+    weight of gather_mm or the grad of the filter gradient) of the features' dtype."""
+    _cc.gather_operands(features, name, operand, nbr, nbr_t, groups)
+
+
+def gather_mm_shapes(features, weight, nbr, nbr_t, groups) -> Tuple[int, int]:
+    """(cin_g, cout_g) of a gather_mm call, after its checks (check_gather_mm_args)."""
+    return _cc.gather_mm_shapes(features, weight, nbr, nbr_t, groups)
+
+
+def backprop_filter_shapes(features, grad, nbr, nbr_t, groups) -> Tuple[int, int]:
+    """(cin_g, cout_g) of a gather_mm_backprop_filter call, after its checks."""
+    return _cc.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
+
+
+def key_deltas(kernel_size, dilation, grid_shape, centered: bool) -> List[int]:
+    """Key difference of every kernel offset k (row-major over kernel_size) on a row-major grid
+    of ``grid_shape``: offset (kp - k//2)*dilation per axis when ``centered`` (submanifold),
+    kp*dilation otherwise (kernel_offset_key_delta, conv_rules.h)."""
+    return _cc.key_deltas(list(kernel_size), list(dilation), list(grid_shape), bool(centered))
+
+
+def pack_keys(indices: torch.Tensor, shape, shift=None, scale=None) -> torch.Tensor:
+    """int64 keys ((b*S0 + c0*scale0 + shift0)*S1 + ...) of the rows (batch, *coords) of
+    ``indices [..., 1 + ndim]`` (any integer dtype), computed with torch operators on its device;
+    shift / scale default to 0 / 1 per axis. The caller keeps every key within int64 (``grid``)."""
+    return _cc.pack_keys(indices, list(shape), list(shift or ()), list(scale or ()))
+
+
+def unpack_keys(keys: torch.Tensor, shape) -> torch.Tensor:
+    """The rows (batch, *coords) of int64 ``keys [M]`` as int32 [M, 1 + ndim] (pack_keys' inverse)."""
+    return _cc.unpack_keys(keys, list(shape))
+
+
+def index_error(indices: torch.Tensor, spatial_shape, batch_size: int, bad_row: int, dup_row: int) -> None:
+    """Raises the map builders' ValueError for ``bad_row`` (a row outside the grid) or else
+    ``dup_row`` (the later row of a duplicate voxel); a row >= N means none. Reads that row."""
+    _cc.index_error(indices, list(spatial_shape), int(batch_size), int(bad_row), int(dup_row))
