@@ -50,7 +50,8 @@ OPS_SOURCES = [
 TILING_SOURCES = [s for s in OPS_SOURCES if "op_host" in str(s)]
 # The op sources include each other by file name (CANN's op build copies them into flat op_host /
 # op_kernel folders); builds outside cpu_debug_build.sh (which adds these itself) pass these folders.
-OP_INCLUDE_FLAGS = [f for d in [ASC / "common" / "op_kernel", *sorted(ASC.glob("*/op_host"))] for f in ("-I", str(d))]
+OP_INCLUDE_FLAGS = [f for d in [ASC / "common" / "op_kernel", ASC.parent / "common", *sorted(ASC.glob("*/op_host"))]
+                    for f in ("-I", str(d))]
 
 
 def build(name, sources, extra=()):

@@ -87,7 +87,7 @@ def include_flags(dirs):
 
 
 def our_include_dirs():
-    return [ASCEND / "common" / "op_kernel"] + sorted(ASCEND.glob("*/op_host"))
+    return [ASCEND / "common" / "op_kernel", ASCEND.parent / "common"] + sorted(ASCEND.glob("*/op_host"))
 
 
 def tasks_for(cann, found):

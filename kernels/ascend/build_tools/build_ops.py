@@ -179,7 +179,8 @@ def stage_sources(project: Path, ops: Dict[str, dict], cann_version: Optional[st
         for f in d.glob("*"):
             if f.is_file() and f.suffix in (".cpp", ".h"):
                 f.unlink()
-    for f in sorted(ASCEND.glob("*/op_host/*")):
+    # the tiling shares kernels/common's arithmetic (output extent, key deltas) with the CPU kernels
+    for f in sorted(ASCEND.glob("*/op_host/*")) + sorted((ASCEND.parent / "common").glob("*.h")):
         if f.suffix in (".cpp", ".h"):
             shutil.copy2(f, host / f.name)
     for f in sorted(ASCEND.glob("*/op_kernel/*")) + sorted((ASCEND / "common" / "op_kernel").glob("*.h")):

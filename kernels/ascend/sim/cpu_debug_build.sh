@@ -33,14 +33,15 @@ FLAGS=(-std=c++17 -O1 -g -pthread -I "$SIM_DIR/include")
 # mx_sparse's op sources include each other by file name only (CANN's op build copies kernel
 # sources into one flat op_kernel directory and host sources into one flat op_host directory), so
 # a build from kernels/ascend/<op>/op_{kernel,host} gets every op's op_host folder and the shared
-# common/op_{kernel,host} folders as include directories.
+# common/op_{kernel,host} folders as include directories, plus kernels/common (the backend-neutral
+# arithmetic the op_host tiling shares with the CPU kernels).
 op_include_dirs() {
     local src asc d
     for src in ${SOURCES[@]+"${SOURCES[@]}"} ${KERNEL_SOURCES[@]+"${KERNEL_SOURCES[@]}"}; do
         src=$(realpath -m -s "$src")
         [[ "$src" =~ ^(.*/kernels/ascend)/[^/]+/op_(kernel|host)/[^/]+$ ]] || continue
         asc="${BASH_REMATCH[1]}"
-        printf '%s\n' "$asc/common/op_kernel"
+        printf '%s\n' "$asc/common/op_kernel" "$asc/../common"
         for d in "$asc"/*/op_host; do printf '%s\n' "$d"; done
         return
     done

@@ -1,5 +1,5 @@
 #include "conv_out_keys_tiling.h"
-#include "../../../common/conv_rules.h"  // conv_out_extent: the output grid every backend uses
+#include "conv_rules.h"  // kernels/common (an include directory; staged flat by the op build)  // conv_out_extent: the output grid every backend uses
 
 namespace mxs_ascend {
 namespace {

@@ -1,6 +1,6 @@
 #include "subm_map_tiling.h"
 #include <cstddef>
-#include "../../../common/conv_rules.h"  // kernel_offset_key_delta: the key deltas every backend uses
+#include "conv_rules.h"  // kernels/common (an include directory; staged flat by the op build)  // kernel_offset_key_delta: the key deltas every backend uses
 
 namespace mxs_ascend {
 
