@@ -83,9 +83,10 @@ setup(
     name="mx_sparse",
     version=version(),
     description="Sparse 3D convolution for LiDAR networks on Ascend NPU, CUDA and CPU (mx_driving API)",
-    # the CUDA backend (Python + Triton) lives beside the other backends in kernels/cuda
-    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._cuda"],
-    package_dir={"mx_sparse._cuda": "kernels/cuda"},
+    # the accelerator orchestration (kernels/accelerator) and the CUDA primitives (Python + Triton,
+    # kernels/cuda) live beside the other backends
+    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._accelerator", "mx_sparse._cuda"],
+    package_dir={"mx_sparse._accelerator": "kernels/accelerator", "mx_sparse._cuda": "kernels/cuda"},
     python_requires=">=3.9",
     install_requires=["torch>=2.1", "numpy"],
     # cuda: the CUDA backend's kernels are Triton (torch's CUDA wheels already depend on it)

@@ -1,6 +1,8 @@
 """Shared inputs and references of the CUDA-backend tests.
 
-``CUDA`` holds the CUDA backend's implementations (kernels/cuda), called directly; ``CPU`` the
+``CUDA`` holds the accelerator orchestration (kernels/accelerator), called directly: on CUDA
+and CPU tensors it calls the primitives through the dispatcher (the Triton gathers of
+kernels/cuda for CUDA, and for CPU under MXS_CUDA_ON_CPU=1; otherwise the fallbacks); ``CPU`` the
 C++ CPU kernels through the dispatcher. Tensors live on ``DEVICE``: the CPU here (Triton's
 interpreter runs the kernels), a GPU in the ``cuda``-marked tests.
 """
@@ -10,13 +12,14 @@ import pytest
 import torch
 
 import mx_sparse  # noqa: F401  (registers the ops)
-from mx_sparse._cuda import launch, registration
+from mx_sparse._accelerator import registration
+from mx_sparse._cuda import launch
 
-CUDA = registration.IMPLEMENTATIONS
+CUDA = registration.ORCHESTRATION
 CPU = torch.ops.mx_sparse
 
 cpu_is_cuda_path = pytest.mark.skipif(
-    registration.on_cpu_requested(),
+    registration.cuda_on_cpu_requested(),
     reason="MXS_CUDA_ON_CPU=1: the CPU ops are the CUDA backend itself, there is nothing to compare it with")
 
 
@@ -95,7 +98,7 @@ def launched(kernel):
 def environment_without_interpreter():
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    env.pop(registration.ON_CPU_ENV, None)
+    env.pop(registration.CUDA_ON_CPU_ENV, None)
     return env
 
 

@@ -1,0 +1,59 @@
+"""Voxels as int64 keys, with torch operators: packing (batch, *coords) row-major on a grid,
+unpacking, and the key offset of every kernel offset. The map builders pack on a grid padded
+by the kernel's reach, so that every neighbour of a voxel is its key plus one constant per
+offset (the key deltas) and a sorted-key lookup finds it.
+"""
+import torch
+
+from . import op_args
+
+
+def pack(idx, shape, shift=None, scale=None):
+    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for int64 rows idx [N, 1+nd]."""
+    key = idx.select(1, 0)
+    for d, s in enumerate(shape):
+        c = idx.select(1, 1 + d)
+        if scale is not None and scale[d] != 1:
+            c = c * scale[d]
+        if shift is not None and shift[d] != 0:
+            c = c + shift[d]
+        key = key * s + c
+    return key
+
+
+def unpack(keys, shape):
+    """int64 [M, 1+nd] (batch, *coords) of keys packed on ``shape``."""
+    columns, rest = [], keys
+    for s in reversed(shape):
+        columns.append(rest.remainder(s))
+        rest = rest.div(s, rounding_mode="floor")
+    return torch.stack([rest] + columns[::-1], dim=1)
+
+
+def key_bound(batch_size, padded):
+    """batch_size x prod(padded): every key on the padded grid lies below it. The accelerator
+    builders need it within int64 (the CPU builders, which do not pad, need only the grid)."""
+    bound = batch_size
+    for p in padded:
+        bound *= p
+    if bound > op_args.INT64_MAX:
+        raise ValueError(f"spatial_shape: batch_size ({batch_size}) x the grid padded by the kernel's reach "
+                         f"{list(padded)} exceeds the int64 voxel-key range of the accelerator map builders; "
+                         f"use a smaller grid or batch")
+    return bound
+
+
+def deltas(kernel, dilation, padded, centered, device):
+    """int64 [K]: the key offset of kernel offset k (row-major, last axis fastest) on the padded
+    grid: sum_d (kp_d - centre_d) * dilation_d * stride_d, centre = k//2 for the submanifold map."""
+    kvol = 1
+    for k in kernel:
+        kvol *= k
+    rest = torch.arange(kvol, device=device)
+    delta, stride = torch.zeros_like(rest), 1
+    for d in reversed(range(len(kernel))):
+        kp = rest.remainder(kernel[d])
+        rest = rest.div(kernel[d], rounding_mode="floor")
+        delta += (kp - (kernel[d] // 2 if centered else 0)) * (dilation[d] * stride)
+        stride *= padded[d]
+    return delta
