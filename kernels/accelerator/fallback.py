@@ -81,6 +81,8 @@ def _accumulation_dtype(dtype):
 def _gathered(features, rows, acc):
     """features[rows] in ``acc``, zero rows where rows == -1 (an absent neighbour contributes
     nothing, even where some feature is Inf or NaN)."""
+    if features.shape[0] == 0:                       # no input rows: every entry is absent
+        return features.new_zeros((rows.shape[0], features.shape[1]), dtype=acc)
     present = (rows >= 0).unsqueeze(1)
     picked = features.index_select(0, rows.clamp(min=0).long()).to(acc)
     return torch.where(present, picked, 0)

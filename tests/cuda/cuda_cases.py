@@ -13,6 +13,7 @@ import torch
 
 import mx_sparse  # noqa: F401  (registers the ops)
 from mx_sparse._accelerator import registration
+from mx_sparse._cuda import gather_mm as triton_primitives
 from mx_sparse._cuda import launch
 
 CUDA = registration.ORCHESTRATION
@@ -21,6 +22,21 @@ CPU = torch.ops.mx_sparse
 cpu_is_cuda_path = pytest.mark.skipif(
     registration.cuda_on_cpu_requested(),
     reason="MXS_CUDA_ON_CPU=1: the CPU ops are the CUDA backend itself, there is nothing to compare it with")
+
+
+@pytest.fixture
+def triton_on_cpu():
+    """The two Triton primitives serve CPU tensors for the test (interpreted), as under
+    MXS_CUDA_ON_CPU=1: ``CUDA["gather_mm"]`` on CPU tensors then runs the orchestration's
+    per-group loop around the Triton kernels instead of the torch-operator fallbacks."""
+    import warnings
+    lib = torch.library.Library("mx_sparse", "IMPL")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        for name, fn in triton_primitives.PRIMITIVES.items():
+            lib.impl(name, fn, "CPU")
+    yield
+    lib._destroy()
 
 
 def voxels(shape, batch, density, seed, empty_batches=()):
