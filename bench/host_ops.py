@@ -11,7 +11,8 @@ mx_sparse op through the dispatcher as in training. A TorchDispatchMode counts:
   orchestration (kernels/accelerator; on main, kernels/cuda), and for ``--path cuda`` the Triton
   primitives' launch code and the torch-operator primitives CUDA runs (the map primitives'
   fallbacks), which on a GPU are CUDA kernels each -- plus the aten operators of the step outside
-  mx_sparse (the network's own, autograd's). View/metadata-only operators are counted separately.
+  mx_sparse (the network's own, autograd's). Operators that launch no kernel (views, metadata,
+  allocations, a ``to``/``contiguous`` that returns its input) are counted separately.
 - device kernels: ``--path cuda``: Triton launches (recorded by launch.run and NOT run: the
   gathers' values are left uninitialised, which changes no count; maps do not depend on them);
   ``--path npu``: each call of one of the five primitives is one AscendC kernel launch.
@@ -37,22 +38,26 @@ VIEW_OPS = {"aten.view", "aten._unsafe_view", "aten.select", "aten.narrow", "ate
             "aten.is_same_size", "aten._reshape_alias", "aten.split_with_sizes", "aten.empty_like",
             "aten.empty", "aten.new_empty", "aten.empty_strided", "aten.new_empty_strided"}
 
+# Operators that return their input unchanged when nothing is to be done (no kernel then).
+RETURNS_SELF = {"aten.to", "aten.contiguous", "aten.type_as"}
+
 
 def _implementations(path):
     """{op name: Python implementation} traced inside, {op name} counted as one device kernel."""
-    try:
-        from mx_sparse._accelerator import fallback, registration
-        from mx_sparse._cuda import gather_mm as cuda_primitives
-        inline = dict(registration.ORCHESTRATION)
-        if path == "cuda":
-            inline.update(cuda_primitives.PRIMITIVES)
-            inline.update({k: v for k, v in fallback.PRIMITIVES.items() if k not in cuda_primitives.PRIMITIVES})
-            opaque = set()
-        else:
-            opaque = set(registration.PRIMITIVE_NAMES)
-    except ImportError:                                  # main: the CUDA backend before the orchestration
-        from mx_sparse._cuda import registration
-        inline, opaque = dict(registration.IMPLEMENTATIONS), set()
+    try:                                                 # main: the CUDA backend before the orchestration
+        from mx_sparse._cuda import registration as before_orchestration
+        return dict(before_orchestration.IMPLEMENTATIONS), set()
+    except ImportError:
+        pass
+    from mx_sparse._accelerator import fallback, registration
+    from mx_sparse._cuda import gather_mm as cuda_primitives
+    inline = dict(registration.ORCHESTRATION)
+    if path == "cuda":
+        inline.update(cuda_primitives.PRIMITIVES)
+        inline.update({k: v for k, v in fallback.PRIMITIVES.items() if k not in cuda_primitives.PRIMITIVES})
+        opaque = set()
+    else:
+        opaque = set(registration.PRIMITIVE_NAMES)
     return inline, opaque
 
 
@@ -80,8 +85,10 @@ class HostOpCounter(TorchDispatchMode):
         base = str(func.overloadpacket)
         if base == "aten._local_scalar_dense":
             self.scalar_reads += 1
-        (self.views if base in VIEW_OPS else self.ops)[base] += 1
-        return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        no_kernel = base in VIEW_OPS or (base in RETURNS_SELF and args and out is args[0])
+        (self.views if no_kernel else self.ops)[base] += 1
+        return out
 
 
 def _stub_triton_launches():
@@ -97,9 +104,9 @@ def _stub_triton_launches():
 
 def _count_host_reads():
     try:
-        from mx_sparse._accelerator import host_sync
+        from mx_sparse._cuda import host_sync            # main
     except ImportError:
-        from mx_sparse._cuda import host_sync
+        from mx_sparse._accelerator import host_sync
     reads = collections.Counter()
     read = host_sync.read
 
@@ -141,7 +148,7 @@ def main(argv=None):
         loss.backward()
     n_voxels = x.indices.shape[0]
     print(f"scene {args.scene}: {n_voxels} voxels; path {args.path}")
-    for op, n in counter.ops.most_common(15):
+    for op, n in counter.ops.most_common(None if os.environ.get("MXS_HOST_OPS_ALL") else 15):
         print(f"  {n:6d}  {op}")
     triton = sum(launches.values()) - before
     host_reads = sum(reads.values()) + counter.scalar_reads
