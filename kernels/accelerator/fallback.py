@@ -34,24 +34,20 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
 def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
     """The output-grid key of every (offset k, input n) pair, k-major; INT64_MAX where offset k
     takes input n to no output voxel (i = o*s - p + kp*d has no solution 0 <= o < O)."""
-    n, ndim = indices.shape[0], len(spatial_shape)
-    kvol = 1
-    for k in kernel_size:
-        kvol *= k
+    ndim = len(spatial_shape)
     out_shape = [(spatial_shape[d] + 2 * padding[d] - dilation[d] * (kernel_size[d] - 1) - 1) // stride[d] + 1
                  for d in range(ndim)]
     idx = indices.long()
-    rest = torch.arange(kvol, device=indices.device)
-    positions = [None] * ndim          # kernel position of offset k per axis (row-major)
-    for d in reversed(range(ndim)):
-        positions[d] = rest.remainder(kernel_size[d]).unsqueeze(1)
-        rest = rest.div(kernel_size[d], rounding_mode="floor")
-    reach = torch.ones((kvol, n), dtype=torch.bool, device=indices.device)
-    key = idx.select(1, 0).unsqueeze(0).expand(kvol, n)
+    # pairs as [k_0, ..., k_{nd-1}, N] by broadcasting (row-major k), flattened at the end
+    reach, key = None, idx.select(1, 0)
     for d in range(ndim):
-        num = idx.select(1, 1 + d).unsqueeze(0) + padding[d] - positions[d] * dilation[d]
+        along = [1] * ndim
+        along[d] = kernel_size[d]
+        reached = torch.arange(0, kernel_size[d] * dilation[d], dilation[d], device=indices.device)
+        num = idx.select(1, 1 + d) + padding[d] - reached.view(along + [1])
         o = num.div(stride[d], rounding_mode="floor")
-        reach &= (num >= 0) & (o * stride[d] == num) & (o < out_shape[d])
+        ok = (num >= 0) & (o * stride[d] == num) & (o < out_shape[d])
+        reach = ok if reach is None else reach & ok
         key = key * out_shape[d] + o
     return torch.where(reach, key, INT64_MAX).reshape(-1)
 

@@ -45,15 +45,15 @@ def key_bound(batch_size, padded):
 
 def deltas(kernel, dilation, padded, centered, device):
     """int64 [K]: the key offset of kernel offset k (row-major, last axis fastest) on the padded
-    grid: sum_d (kp_d - centre_d) * dilation_d * stride_d, centre = k//2 for the submanifold map."""
-    kvol = 1
-    for k in kernel:
-        kvol *= k
-    rest = torch.arange(kvol, device=device)
-    delta, stride = torch.zeros_like(rest), 1
-    for d in reversed(range(len(kernel))):
-        kp = rest.remainder(kernel[d])
-        rest = rest.div(kernel[d], rounding_mode="floor")
-        delta += (kp - (kernel[d] // 2 if centered else 0)) * (dilation[d] * stride)
+    grid: sum_d (kp_d - centre_d) * dilation_d * stride_d, centre = k//2 for the submanifold map.
+    One arange per axis (its terms) summed by broadcasting: a few small kernels, no host copy."""
+    ndim, stride = len(kernel), 1
+    total = None
+    for d in reversed(range(ndim)):
+        step = dilation[d] * stride
+        first = -(kernel[d] // 2) * step if centered else 0
+        term = torch.arange(first, first + kernel[d] * step, step, dtype=torch.int64, device=device)
+        term = term.view([kernel[d]] + [1] * (ndim - 1 - d))
+        total = term if total is None else term + total
         stride *= padded[d]
-    return delta
+    return total.reshape(-1)
