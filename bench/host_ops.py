@@ -15,7 +15,9 @@ mx_sparse op through the dispatcher as in training. A TorchDispatchMode counts:
   allocations, a ``to``/``contiguous`` that returns its input) are counted separately.
 - device kernels: ``--path cuda``: Triton launches (recorded by launch.run and NOT run: the
   gathers' values are left uninitialised, which changes no count; maps do not depend on them);
-  ``--path npu``: each call of one of the five primitives is one AscendC kernel launch.
+  ``--path npu``: each call of one of the five primitives is one AscendC kernel launch (not traced
+  inside: under MXS_CUDA_ON_CPU=1 the CUDA primitives stand in for them, under MXS_NPU_ON_CPU=1
+  the emulator runs them).
 - host reads: calls of the orchestration's host_sync.read plus aten._local_scalar_dense
   (.item(), bool(tensor)) anywhere in the step.
 
@@ -154,8 +156,9 @@ def main(argv=None):
     host_reads = sum(reads.values()) + counter.scalar_reads
     print("host reads:", dict(reads), f"+ {counter.scalar_reads} _local_scalar_dense")
     print("device kernels (primitives / C++):", dict(counter.kernels))
-    print(f"step: torch_ops={sum(counter.ops.values())} view_ops={sum(counter.views.values())} "
-          f"triton_launches={triton} primitive_kernels={sum(counter.kernels.values())} host_reads={host_reads}")
+    kernels = f"triton_launches={triton}" if args.path == "cuda" else f"ascend_kernels={sum(counter.kernels.values())}"
+    print(f"step: torch_ops={sum(counter.ops.values())} no_kernel_ops={sum(counter.views.values())} {kernels} "
+          f"host_reads={host_reads}")
 
 
 if __name__ == "__main__":
