@@ -49,8 +49,7 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     n, dev = indices.shape[0], indices.device
     if n == 0:
         return torch.empty((0, kvol), dtype=torch.int32, device=dev)
-    reach = [(k // 2) * d for k, d in zip(kernel, dilation)]
-    padded = [s + 2 * r for s, r in zip(shape, reach)]
+    reach, padded = voxel_keys.subm_padding(shape, kernel, dilation)
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
     keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=reach), stable=True)
@@ -76,13 +75,10 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     if n == 0:
         return (torch.empty((0, 1 + ndim), dtype=torch.int32, device=dev),
                 torch.empty((0, kvol), dtype=torch.int32, device=dev))
-    # input coordinate i + p lies in [0, padded): p below, and above the farthest o*s + kp*d
-    above = [max(0, (o - 1) * st - p + (k - 1) * dl - (s - 1))
-             for o, st, p, k, dl, s in zip(out_shape, stride, padding, kernel, dilation, shape)]
-    padded = [s + p + a for s, p, a in zip(shape, padding, above)]
+    shift, padded = voxel_keys.conv_padding(shape, out_shape, kernel, stride, padding, dilation)
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
-    in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=padding), stable=True)
+    in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=shift), stable=True)
     flags = index_checks.flags(idx, shape, batch_size, in_keys, order)
     pair_keys = primitives._conv_out_keys(indices.contiguous(), shape, batch_size, kernel, stride, padding, dilation)
     out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)

@@ -30,6 +30,21 @@ def unpack(keys, shape):
     return torch.stack([rest] + columns[::-1], dim=1)
 
 
+def subm_padding(shape, kernel, dilation):
+    """(shift, padded grid) of the submanifold map: k//2 * dilation cells on each side, so that
+    every neighbour of an in-grid voxel lies on the padded grid (an outside one on an empty cell)."""
+    reach = [(k // 2) * d for k, d in zip(kernel, dilation)]
+    return reach, [s + 2 * r for s, r in zip(shape, reach)]
+
+
+def conv_padding(shape, out_shape, kernel, stride, padding, dilation):
+    """(shift, padded grid) of the strided map: input coordinate i + padding lies in [0, padded),
+    padded above to the farthest position an output window reaches, o*s + kp*d."""
+    above = [max(0, (o - 1) * st - p + (k - 1) * dl - (s - 1))
+             for o, st, p, k, dl, s in zip(out_shape, stride, padding, kernel, dilation, shape)]
+    return list(padding), [s + p + a for s, p, a in zip(shape, padding, above)]
+
+
 def key_bound(batch_size, padded):
     """batch_size x prod(padded): every key on the padded grid lies below it. The accelerator
     builders need it within int64 (the CPU builders, which do not pad, need only the grid)."""
