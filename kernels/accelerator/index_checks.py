@@ -11,6 +11,11 @@ from . import host_sync
 def flags(idx, shape, batch_size, sorted_keys, order):
     """[lowest row outside the grid or batch, later row of the lowest duplicate pair], n meaning
     none, from idx int64 [N, 1+nd] and its keys sorted stably (order: their rows). Nothing read."""
+    return flags_and_outside(idx, shape, batch_size, sorted_keys, order)[0]
+
+
+def flags_and_outside(idx, shape, batch_size, sorted_keys, order):
+    """(flags, [N] bool: the rows outside the grid or batch)."""
     n = idx.shape[0]
     batch = idx.select(1, 0)
     outside = (batch < 0) | (batch >= batch_size)
@@ -20,11 +25,11 @@ def flags(idx, shape, batch_size, sorted_keys, order):
     rows = torch.arange(n, device=idx.device)
     bad_row = torch.where(outside, rows, n).amin()
     if n < 2:
-        return torch.stack([bad_row, torch.full_like(bad_row, n)])
+        return torch.stack([bad_row, torch.full_like(bad_row, n)]), outside
     # equal keys are adjacent, rows ascending among them (stable): the later row of each pair
     same = sorted_keys.narrow(0, 1, n - 1) == sorted_keys.narrow(0, 0, n - 1)
     dup_row = torch.where(same, order.narrow(0, 1, n - 1), n).amin()
-    return torch.stack([bad_row, dup_row])
+    return torch.stack([bad_row, dup_row]), outside
 
 
 def raise_bad_rows(indices, shape, batch_size, bad_row, dup_row):

@@ -18,7 +18,9 @@ cell names the one voxel at that position), so no order of work can change it:
   the same lookup of those query keys in the sorted input keys gives the map.
 
 Each builder reads the device once (host_sync.py): its value checks, and for the strided map
-the number of outputs, travel in one small tensor; the lookup runs only on checked indices.
+the number of outputs, travel in one small tensor; the lookup runs only on checked indices, and
+``_conv_out_keys`` (which runs before that read) sees rows outside the grid replaced by a valid
+one, so every primitive gets input inside its contract.
 
 Indexing is spelled with select / narrow / take and rows are written with index_copy_: the
 same operators as Python's indexing, without the device guard that Python's indexing and copy_
@@ -79,8 +81,11 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
     in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=shift), stable=True)
-    flags = index_checks.flags(idx, shape, batch_size, in_keys, order)
-    pair_keys = primitives._conv_out_keys(indices.contiguous(), shape, batch_size, kernel, stride, padding, dilation)
+    flags, outside = index_checks.flags_and_outside(idx, shape, batch_size, in_keys, order)
+    # the primitive takes rows inside the grid; until the one read below says whether the indices
+    # are valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
+    inside = torch.where(outside.unsqueeze(1), 0, indices).contiguous()
+    pair_keys = primitives._conv_out_keys(inside, shape, batch_size, kernel, stride, padding, dilation)
     out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
     bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
                                          "build_conv_map: value checks and output count")

@@ -245,3 +245,27 @@ def test_fallbacks_are_what_every_device_without_a_kernel_gets():
     for name in registration.PRIMITIVE_NAMES:
         assert torch._C._dispatch_has_kernel_for_dispatch_key(f"mx_sparse::{name}", "CompositeExplicitAutograd")
     assert set(fallback.PRIMITIVES) == set(registration.PRIMITIVE_NAMES)
+
+
+def test_conv_out_keys_sees_only_rows_inside_the_grid(monkeypatch):
+    """_conv_out_keys runs before the one host read that checks the indices: rows outside the grid
+    reach it replaced by a valid row (the primitive's contract), and the CPU error is still raised."""
+    from mx_sparse._accelerator import neighbor_map
+    seen = []
+
+    class Recording:
+        def __getattr__(self, name):
+            return getattr(OPS, name)
+
+        def _conv_out_keys(self, indices, shape, batch_size, *geometry):
+            seen.append(indices.clone())
+            return OPS._conv_out_keys(indices, shape, batch_size, *geometry)
+
+    monkeypatch.setattr(neighbor_map, "primitives", Recording())
+    idx = voxels([5, 6, 7], 2, 60, 2)
+    idx[9] = torch.tensor([0, 0, -4, 2 ** 30], dtype=torch.int32)
+    conv = ([5, 6, 7], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    assert error(lambda: ACC["build_conv_map"](idx, *conv)) == error(lambda: OPS.build_conv_map(idx, *conv))
+    rows = seen[0]
+    assert rows.dtype == torch.int32 and rows[9].tolist() == [0, 0, 0, 0] and torch.equal(rows[:9], idx[:9])
+    assert bool(((rows[:, 1:] >= 0) & (rows[:, 1:] < torch.tensor([5, 6, 7]))).all())
