@@ -16,10 +16,10 @@ setup() {
     "$PY" -m pip install -q "torch==$TORCH_VERSION"
   fi
   "$PY" -m pip install -q numpy pybind11 ninja tqdm "$@"
-  # Rebuild the extension only when a source is newer than the built module (kernels/cuda is
-  # Python, used in place by the editable install).
+  # Rebuild the extension only when a source is newer than the built module (kernels/cuda and
+  # kernels/accelerator are Python, used in place by the editable install).
   local so; so=$(ls mx_sparse/_C*.so 2>/dev/null | head -n1 || true)
-  if [ -z "$so" ] || [ -n "$(find kernels setup.py -newer "$so" -type f -not -path 'kernels/cuda/*' | head -n1)" ]; then
+  if [ -z "$so" ] || [ -n "$(find kernels setup.py -newer "$so" -type f -not -path 'kernels/cuda/*' -not -path 'kernels/accelerator/*' | head -n1)" ]; then
     MAX_JOBS="${MAX_JOBS:-2}" "$PY" -m pip install -q --no-build-isolation -e .
   fi
 }

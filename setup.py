@@ -106,9 +106,10 @@ setup(
     name="mx_sparse",
     version=version(),
     description="Sparse 3D convolution for LiDAR networks on Ascend NPU, CUDA and CPU (mx_driving API)",
-    # the CUDA backend (Python + Triton) lives beside the other backends in kernels/cuda
-    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._cuda"],
-    package_dir={"mx_sparse._cuda": "kernels/cuda"},
+    # the accelerator orchestration (kernels/accelerator) and the CUDA primitives (Python + Triton,
+    # kernels/cuda) live beside the other backends
+    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._accelerator", "mx_sparse._cuda"],
+    package_dir={"mx_sparse._accelerator": "kernels/accelerator", "mx_sparse._cuda": "kernels/cuda"},
     # the AscendC op package kernels/ascend/build.sh installs inside the package (absent elsewhere)
     package_data={"mx_sparse": ["_ascend_opp/**/*"]},
     python_requires=">=3.9",

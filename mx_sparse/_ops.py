@@ -1,8 +1,10 @@
 """Loads the compiled operators and registers their fake (meta) kernels.
 
-The op schema, the per-device kernels and autograd live in C++ (kernels/);
-importing ``mx_sparse._C`` registers them as ``torch.ops.mx_sparse.*``. The fake
-kernels are here because ``build_conv_map`` returns a data-dependent number of
+The op schema, the CPU kernels and autograd live in C++ (kernels/); importing
+``mx_sparse._C`` registers them as ``torch.ops.mx_sparse.*``. The accelerator
+orchestration (kernels/accelerator, for CUDA and NPU) and its device primitives are
+registered at the end of this module (mx_sparse/_accelerator/registration.py). The
+fake kernels are here because ``build_conv_map`` returns a data-dependent number of
 rows, which torch expresses with an unbacked symbolic size.
 """
 import torch
@@ -12,8 +14,8 @@ from . import _C  # noqa: F401  (registers torch.ops.mx_sparse.*)
 ops = torch.ops.mx_sparse
 
 
-def _load_npu_kernels():
-    """Registers the PrivateUse1 kernels when this build has them (setup.py builds
+def _load_npu_kernels() -> bool:
+    """Registers the NPU primitives under PrivateUse1 when this build has them (setup.py builds
     mx_sparse/_C_npu*.so only where torch_npu and CANN exist); torch_npu goes first."""
     import glob
     import os
@@ -21,19 +23,8 @@ def _load_npu_kernels():
     if libs:
         import torch_npu  # noqa: F401
         torch.ops.load_library(libs[0])
+    return bool(libs)
 
-
-_load_npu_kernels()
-
-
-def _load_cuda_kernels():
-    """Registers the CUDA backend (kernels/cuda, Python + Triton) under the CUDA key, and with
-    MXS_CUDA_ON_CPU=1 for CPU tensors too (see mx_sparse/_cuda/registration.py)."""
-    from ._cuda import registration
-    registration.register(on_cpu=registration.on_cpu_requested())
-
-
-_load_cuda_kernels()
 
 
 def _register_fake(name):
@@ -139,6 +130,43 @@ def _voxelize_hard_fake(points, batch, voxel_size, point_cloud_range, max_points
     m = _data_dependent_size()
     return (points.new_empty((m, max_points, points.shape[1])), points.new_empty((m, 1 + len(voxel_size)), dtype=torch.int32),
             points.new_empty((m,), dtype=torch.int32), points.new_empty((points.shape[0],), dtype=torch.int64))
+
+
+# The accelerator primitives (internal ops, contracts in kernels/ops/schema.cpp).
+@_register_fake("_sorted_key_lookup")
+def _sorted_key_lookup_fake(query_keys, sorted_keys, key_deltas, group, key_bound):
+    return query_keys.new_empty((query_keys.shape[0], key_deltas.shape[0]), dtype=torch.int32)
+
+
+@_register_fake("_conv_out_keys")
+def _conv_out_keys_fake(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+    return indices.new_empty((_kernel_volume(kernel_size) * indices.shape[0],), dtype=torch.int64)
+
+
+@_register_fake("_unique_sorted_keys")
+def _unique_sorted_keys_fake(sorted_keys):
+    return torch.empty_like(sorted_keys), sorted_keys.new_empty((1,), dtype=torch.int32)
+
+
+@_register_fake("_gather_mm_one_group")
+def _gather_mm_one_group_fake(features, weight, nbr):
+    return features.new_empty((nbr.shape[0], weight.shape[2]))
+
+
+@_register_fake("_gather_mm_backprop_filter_one_group")
+def _gather_mm_backprop_filter_one_group_fake(features, grad, nbr):
+    return features.new_empty((nbr.shape[1], features.shape[1], grad.shape[1]))
+
+
+def _register_accelerators():
+    """The accelerator orchestration for CUDA (and PrivateUse1 with the NPU binding), the device
+    primitives, and with MXS_CUDA_ON_CPU=1 / MXS_NPU_ON_CPU=1 for CPU tensors too (see
+    mx_sparse/_accelerator/registration.py)."""
+    from ._accelerator import registration
+    registration.register(npu_binding=_load_npu_kernels())
+
+
+_register_accelerators()
 
 
 def has_kernel(device_type: str, op: str = "gather_mm") -> bool:

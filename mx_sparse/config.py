@@ -26,13 +26,18 @@ _BACKEND_KEYS = (("CPU", "CPU"), ("CUDA", "CUDA"), ("NPU", "PrivateUse1"))
 _ISA_NAMES = {"avx512": "AVX-512", "amx": "AMX", "generic": "portable"}
 
 
+def _public(names) -> List[str]:
+    """The public mx_sparse ops among dispatcher names (the accelerator primitives, _-prefixed,
+    are internal: kernels/ops/schema.cpp)."""
+    return sorted(n.split("::", 1)[1] for n in names if n.startswith("mx_sparse::") and not n.startswith("mx_sparse::_"))
+
+
 def _ops_with_kernel(key: str) -> List[str]:
-    return sorted(n.split("::", 1)[1] for n in torch._C._dispatch_get_registrations_for_dispatch_key(key)
-                  if n.startswith("mx_sparse::"))
+    return _public(torch._C._dispatch_get_registrations_for_dispatch_key(key))
 
 
 def _declared_ops() -> List[str]:
-    return sorted(n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("mx_sparse::"))
+    return _public(torch._C._dispatch_get_all_op_names())
 
 
 def compiled_backends() -> List[str]:

@@ -1,8 +1,8 @@
-"""mx_sparse's CUDA backend (installed as ``mx_sparse._cuda`` from kernels/cuda/).
-
-Compute kernels in Triton (gather_kernels.py: the output-stationary gather-GEMM and the
-filter gradient), map builders, packed maps and the fused BatchNorm+ReLU from torch's own
-CUDA operators, registered under the CUDA dispatch key by registration.py (and, with
-``MXS_CUDA_ON_CPU=1``, for CPU tensors instead of the C++ CPU kernels). Importing this
-package does not import triton; the first kernel launch does. See docs/en/cuda.md.
+"""mx_sparse's CUDA primitives (installed as ``mx_sparse._cuda`` from kernels/cuda/): the Triton
+kernels of the two gathers (gather_kernels.py: the output-stationary gather-GEMM and the filter
+gradient), their tile choice (tiles.py) and launch code (launch.py, gather_mm.py). Everything
+else on CUDA tensors is the device-neutral accelerator orchestration (kernels/accelerator,
+``mx_sparse._accelerator``), which registers these primitives for the CUDA key (and, with
+``MXS_CUDA_ON_CPU=1``, for CPU tensors under Triton's interpreter). Importing this package does
+not import triton; the first kernel launch does. See docs/en/cuda.md.
 """

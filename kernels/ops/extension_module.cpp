@@ -2,9 +2,7 @@
 // static TORCH_LIBRARY registrations of every linked backend.
 #include <torch/extension.h>
 
-#include "ops/index_checks_generic.h"
 #include "ops/module_parts.h"
-#include "ops/transpose_map_generic.h"
 #include "ops/voxelize_args.h"
 #include "ops/voxelize_generic.h"
 
@@ -26,13 +24,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                     int64_t max_points, int64_t max_voxels) {
     return mxs::voxelize_hard_generic(points, batch, voxel_size, range, max_points, max_voxels);
   });
-  // The NPU map builders' index checks (torch operators), callable on CPU tensors for tests.
-  m.def("check_index_values_generic", [](const at::Tensor& indices, const std::vector<int64_t>& spatial_shape,
-                                         int64_t batch_size) {
-    const mxs::Grid grid = mxs::make_grid(spatial_shape, batch_size);
-    mxs::check_indices(indices, grid.ndim);
-    mxs::check_index_values_generic(indices, spatial_shape, batch_size);
-  }, "Raises the CPU map builders' ValueError for rows outside the grid or duplicate voxels");
-  m.def("transpose_map_generic", &mxs::transpose_map_generic,
-        "The NPU binding's transpose_map (torch operators), callable on CPU tensors for tests");
 }

@@ -57,6 +57,37 @@ TORCH_LIBRARY(mx_sparse, m) {
   // and invstd on the input is included.
   m.def("batch_norm_relu_backward(Tensor grad, Tensor input, Tensor mean, Tensor invstd, Tensor? weight, "
         "Tensor scale, Tensor shift, bool batch_stats) -> (Tensor, Tensor, Tensor)");
+  // ---- Accelerator primitives (internal; the leading underscore keeps them out of the public API).
+  // The one device-neutral orchestration of kernels/accelerator (map builders, per-group launches)
+  // is written around these five; a device contributes kernels for them and nothing else
+  // (CUDA: the two gathers in Triton; NPU: the five AscendC kernels; everything else: the
+  // torch-operator fallbacks of kernels/accelerator/fallback.py, CompositeExplicitAutograd).
+  // They check nothing the orchestration checked already; a device adds only its own limits.
+  //
+  // out[s, k] = p where sorted_keys[p] == query_keys[s] + key_deltas[k], else -1 (int32 [S, K]).
+  // query_keys int64 [S]; sorted_keys int64 [C] ascending and unique; key_deltas int64 [K].
+  // group = kernel_size[-1] (the AscendC kernel walks offsets in runs of the innermost window);
+  // key_bound: every key and key + delta lies in [0, key_bound), 0 = unknown (a kernel may then
+  // compare 32-bit low words only when key_bound < 2^30).              AscendC kernel: SubmMap
+  m.def("_sorted_key_lookup(Tensor query_keys, Tensor sorted_keys, Tensor key_deltas, int group, "
+        "int key_bound) -> Tensor");
+  // indices int32 [N, 1+nd] (inside the grid) -> int64 [K*N], k-major ([K, N] flattened): the
+  // output-grid key ((b*O0 + o0)*O1 + o1)... of the output voxel that input n reaches through
+  // offset k (o = (i + padding - kp*dilation) / stride exactly, 0 <= o < O), INT64_MAX if none.
+  //                                                                   AscendC kernel: ConvOutKeys
+  m.def("_conv_out_keys(Tensor indices, int[] spatial_shape, int batch_size, int[] kernel_size, int[] stride, "
+        "int[] padding, int[] dilation) -> Tensor");
+  // sorted int64 [C] (INT64_MAX sentinels last) -> (unique_keys int64 [C] whose first `count`
+  // entries are the distinct non-sentinel keys ascending, the rest unspecified; count int32 [1]).
+  // The count stays on the device: reading it is the caller's one host read.
+  //                                                              AscendC kernel: UniqueSortedKeys
+  m.def("_unique_sorted_keys(Tensor sorted_keys) -> (Tensor unique_keys, Tensor count)");
+  // One group of gather_mm: features [N, Cin], weight [K, Cin, Cout], nbr int32 [M, K] with
+  // entries in [-1, N) -> [M, Cout] (absent entries contribute nothing).  AscendC kernel: GatherMm
+  m.def("_gather_mm_one_group(Tensor features, Tensor weight, Tensor nbr) -> Tensor");
+  // One group of gather_mm_backprop_filter: features [N, Cin], grad [M, Cout], nbr int32 [M, K]
+  // -> dW [K, Cin, Cout].                                  AscendC kernel: GatherMmBackpropFilter
+  m.def("_gather_mm_backprop_filter_one_group(Tensor features, Tensor grad, Tensor nbr) -> Tensor");
   // Voxelization of points [N, C] (float32/64/16, bfloat16; columns 0..ndim-1 are
   // x, y, z, ...) into the grid of voxel_size [ndim] over point_cloud_range
   // [min_0.., max_0..], with the cell rules of spconv / mmcv (kernels/common/

@@ -139,29 +139,6 @@ def gather_mm_backprop_filter(binary, features, grad, nbr, workdir, env):
     return _from_raw(workdir / "dw.bin", features.dtype, (K, Cin, Cout)), info
 
 
-def subm_map_prepare(indices, spatial_shape, kernel_size, dilation):
-    """Host part of the NPU subm map (torch ops only, as the PrivateUse1 binding does with torch_npu):
-    int64 keys on the grid padded by kernel//2*dilation, stable sort. Returns (sorted keys, perm, padded shape)."""
-    ndim = len(spatial_shape)
-    pad = [(k // 2) * d for k, d in zip(kernel_size, dilation)]
-    padded = [s + 2 * p for s, p in zip(spatial_shape, pad)]
-    idx = indices.to(torch.int64)
-    key = idx[:, 0].clone()
-    for d in range(ndim):
-        key = key * padded[d] + (idx[:, 1 + d] + pad[d])
-    keys, perm = torch.sort(key, stable=True)
-    return keys.contiguous(), perm, padded
-
-
-def subm_map_finish(nbrs, perm):
-    """nbr[perm[s], k] = perm[nbrS[s, k]] (or -1): the un-permutation, two torch index ops."""
-    perm32 = perm.to(torch.int32)
-    mapped = torch.where(nbrs >= 0, perm32[nbrs.clamp(min=0).long()], torch.full_like(nbrs, -1))
-    out = torch.empty_like(mapped)
-    out[perm] = mapped
-    return out
-
-
 def _lookup(binary, qkeys, ckeys, padded, kernel_size, dilation, centered, workdir, env):
     """Run the sorted-key lookup kernel: positions in ckeys of qkeys + delta_k (or -1)."""
     workdir = Path(workdir)
@@ -177,15 +154,6 @@ def _lookup(binary, qkeys, ckeys, padded, kernel_size, dilation, centered, workd
     info, _ = run(binary, "subm_map", workdir, env)
     nbrs = torch.from_numpy(np.fromfile(workdir / "nbrs.bin", dtype=np.int32).copy()).reshape(m, kvol)
     return nbrs, info
-
-
-def subm_map(binary, indices, spatial_shape, batch_size, kernel_size, workdir, env, dilation=None):
-    """Emulated submanifold map: host prepare (torch) -> AscendC kernel -> host finish (torch)."""
-    del batch_size  # the batch is the leading key digit; keys are unbounded int64
-    dilation = dilation or [1] * len(spatial_shape)
-    keys, perm, padded = subm_map_prepare(indices, spatial_shape, kernel_size, dilation)
-    nbrs, info = _lookup(binary, keys, keys, padded, kernel_size, dilation, True, workdir, env)
-    return subm_map_finish(nbrs, perm), info
 
 
 def conv_out_extent(n, k, s, p, d):
@@ -223,39 +191,74 @@ def unique_sorted_keys(binary, keys, workdir, env):
     return ukeys, info
 
 
+class EmulatedMapPrimitives:
+    """The three map primitives with the schema's signatures (kernels/ops/schema.cpp), run by the
+    emulated AscendC kernels, for one map build whose geometry is known: the CLI harness takes
+    the lookup's geometry (padded grid, kernel, dilation, centred) and derives the key deltas
+    itself (SubmMapDeltas of the tiling), so each call checks that they are the deltas the
+    orchestration passed. ``infos`` keeps each call's tiling info (and the keys)."""
+
+    def __init__(self, binary, workdir, env, kernel_size, dilation, padded, centered):
+        self.binary, self.workdir, self.env = binary, Path(workdir), env
+        self.kernel_size, self.dilation, self.padded, self.centered = kernel_size, dilation, padded, centered
+        self.infos = {}
+
+    def _sorted_key_lookup(self, query_keys, sorted_keys, key_deltas, group, key_bound):
+        from mx_sparse._accelerator import voxel_keys
+        expected = voxel_keys.deltas(self.kernel_size, self.dilation, self.padded, self.centered, key_deltas.device)
+        assert torch.equal(key_deltas, expected) and group == self.kernel_size[-1]
+        nbrs, info = _lookup(self.binary, query_keys, sorted_keys, self.padded, self.kernel_size, self.dilation,
+                             self.centered, self.workdir, self.env)
+        self.infos["lookup"] = info
+        return nbrs
+
+    def _conv_out_keys(self, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+        keys, info = conv_out_keys(self.binary, indices, spatial_shape, batch_size, kernel_size, stride, padding,
+                                   dilation, self.workdir / "cand", self.env)
+        self.infos["cand"] = dict(info, keys=keys)
+        return keys
+
+    def _unique_sorted_keys(self, sorted_keys):
+        unique, info = unique_sorted_keys(self.binary, sorted_keys, self.workdir / "unique", self.env)
+        self.infos["unique"] = dict(info, keys=unique)
+        padded = torch.full_like(sorted_keys, torch.iinfo(torch.int64).max)
+        padded[:unique.shape[0]] = unique
+        return padded, torch.tensor([unique.shape[0]], dtype=torch.int32)
+
+
+def _run_orchestration(builder, primitives, *args):
+    """mx_sparse's accelerator map builder (the code NPU tensors run) with the emulated kernels
+    as its primitives."""
+    from mx_sparse._accelerator import neighbor_map
+    saved, neighbor_map.primitives = neighbor_map.primitives, primitives
+    try:
+        return getattr(neighbor_map, builder)(*args)
+    finally:
+        neighbor_map.primitives = saved
+
+
+def subm_map(binary, indices, spatial_shape, batch_size, kernel_size, workdir, env, dilation=None):
+    """Emulated submanifold map: the accelerator orchestration's build_subm_map around the emulated
+    SubmMap kernel. info = the lookup's tiling (None when no kernel ran: no voxels)."""
+    from mx_sparse._accelerator import voxel_keys
+    dilation = dilation or [1] * len(spatial_shape)
+    _, padded = voxel_keys.subm_padding(spatial_shape, kernel_size, dilation)
+    prims = EmulatedMapPrimitives(binary, workdir, env, kernel_size, dilation, padded, True)
+    nbr = _run_orchestration("build_subm_map", prims, indices, spatial_shape, batch_size, kernel_size, dilation)
+    return nbr, prims.infos.get("lookup")
+
+
 def conv_map(binary, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, workdir, env):
-    """Emulated strided-conv map, step for step as the PrivateUse1 binding: AscendC ConvOutKeys (output
-    key of every (input, k) pair or INT64_MAX) -> torch sort (torch_npu on the NPU) -> AscendC
-    UniqueSortedKeys (canonical (batch, *spatial) output order) -> torch unpacking into coordinates and
-    query base keys pack_in(o * s) on the input grid padded by p below and by the kernel reach above,
-    stable sort of the input keys -> the AscendC lookup kernel of the submanifold map -> finish
-    nbr[m, k] = perm[nbrS[m, k]]. info = the lookup's tiling, with the other two kernels' tilings and
-    results under "cand" (candidate keys) and "unique" (unique keys)."""
-    workdir = Path(workdir)
-    ndim = len(spatial_shape)
-    out_shape = [conv_out_extent(spatial_shape[d], kernel_size[d], stride[d], padding[d], dilation[d]) for d in range(ndim)]
-    idx = indices.to(torch.int64)
-    cand, cinfo = conv_out_keys(binary, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
-                                workdir / "cand", env)
-    okey, uinfo = unique_sorted_keys(binary, torch.sort(cand).values, workdir / "unique", env)
-    m = okey.shape[0]
-    oc = torch.empty(m, ndim + 1, dtype=torch.int64)
-    rem = okey.clone()
-    for d in range(ndim - 1, -1, -1):
-        oc[:, 1 + d] = rem % out_shape[d]
-        rem = rem // out_shape[d]
-    oc[:, 0] = rem
-    # --- padded input grid: i + p in [0, n + p + hi)
-    hi_pad = [max(0, (out_shape[d] - 1) * stride[d] - padding[d] + (kernel_size[d] - 1) * dilation[d]
-                  - (spatial_shape[d] - 1)) for d in range(ndim)]
-    padded = [spatial_shape[d] + padding[d] + hi_pad[d] for d in range(ndim)]
-    ckey = idx[:, 0].clone()
-    qkey = oc[:, 0].clone()
-    for d in range(ndim):
-        ckey = ckey * padded[d] + idx[:, 1 + d] + padding[d]
-        qkey = qkey * padded[d] + oc[:, 1 + d] * stride[d]
-    ckeys, perm = torch.sort(ckey, stable=True)
-    nbrs, info = _lookup(binary, qkey, ckeys, padded, kernel_size, dilation, False, workdir, env)
-    perm32 = perm.to(torch.int32)
-    nbr = torch.where(nbrs >= 0, perm32[nbrs.clamp(min=0).long()], torch.full_like(nbrs, -1))
-    return oc.to(torch.int32), nbr, dict(info, cand=dict(cinfo, keys=cand), unique=dict(uinfo, keys=okey))
+    """Emulated strided-conv map: the accelerator orchestration's build_conv_map (ConvOutKeys -> sort ->
+    UniqueSortedKeys -> output coordinates and query keys on the padded input grid -> the SubmMap lookup
+    -> un-permutation) around the emulated kernels. info = the lookup's tiling, with the other two
+    kernels' tilings and results under "cand" (candidate keys) and "unique" (unique keys)."""
+    from mx_sparse._accelerator import voxel_keys
+    out_shape = [conv_out_extent(spatial_shape[d], kernel_size[d], stride[d], padding[d], dilation[d])
+                 for d in range(len(spatial_shape))]
+    _, padded = voxel_keys.conv_padding(spatial_shape, out_shape, kernel_size, stride, padding, dilation)
+    prims = EmulatedMapPrimitives(binary, workdir, env, kernel_size, dilation, padded, False)
+    out, nbr = _run_orchestration("build_conv_map", prims, indices, spatial_shape, batch_size, kernel_size, stride,
+                                  padding, dilation)
+    info = dict(prims.infos.get("lookup") or {}, cand=prims.infos.get("cand"), unique=prims.infos.get("unique"))
+    return out, nbr, info

@@ -1,6 +1,8 @@
 """Shared inputs and references of the CUDA-backend tests.
 
-``CUDA`` holds the CUDA backend's implementations (kernels/cuda), called directly; ``CPU`` the
+``CUDA`` holds the accelerator orchestration (kernels/accelerator), called directly: on CUDA
+and CPU tensors it calls the primitives through the dispatcher (the Triton gathers of
+kernels/cuda for CUDA, and for CPU under MXS_CUDA_ON_CPU=1; otherwise the fallbacks); ``CPU`` the
 C++ CPU kernels through the dispatcher. Tensors live on ``DEVICE``: the CPU here (Triton's
 interpreter runs the kernels), a GPU in the ``cuda``-marked tests.
 """
@@ -10,14 +12,31 @@ import pytest
 import torch
 
 import mx_sparse  # noqa: F401  (registers the ops)
-from mx_sparse._cuda import launch, registration
+from mx_sparse._accelerator import registration
+from mx_sparse._cuda import gather_mm as triton_primitives
+from mx_sparse._cuda import launch
 
-CUDA = registration.IMPLEMENTATIONS
+CUDA = registration.ORCHESTRATION
 CPU = torch.ops.mx_sparse
 
 cpu_is_cuda_path = pytest.mark.skipif(
-    registration.on_cpu_requested(),
+    registration.cuda_on_cpu_requested(),
     reason="MXS_CUDA_ON_CPU=1: the CPU ops are the CUDA backend itself, there is nothing to compare it with")
+
+
+@pytest.fixture
+def triton_on_cpu():
+    """The two Triton primitives serve CPU tensors for the test (interpreted), as under
+    MXS_CUDA_ON_CPU=1: ``CUDA["gather_mm"]`` on CPU tensors then runs the orchestration's
+    per-group loop around the Triton kernels instead of the torch-operator fallbacks."""
+    import warnings
+    lib = torch.library.Library("mx_sparse", "IMPL")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        for name, fn in triton_primitives.PRIMITIVES.items():
+            lib.impl(name, fn, "CPU")
+    yield
+    lib._destroy()
 
 
 def voxels(shape, batch, density, seed, empty_batches=()):
@@ -95,7 +114,7 @@ def launched(kernel):
 def environment_without_interpreter():
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    env.pop(registration.ON_CPU_ENV, None)
+    env.pop(registration.CUDA_ON_CPU_ENV, None)
     return env
 
 

@@ -7,18 +7,19 @@ import pytest
 import torch
 
 import mx_sparse
-from mx_sparse._cuda import launch, registration
+from mx_sparse._accelerator import registration
+from mx_sparse._cuda import launch
 
-pytestmark = pytest.mark.skipif(not registration.on_cpu_requested(), reason="needs MXS_CUDA_ON_CPU=1")
+pytestmark = pytest.mark.skipif(not registration.cuda_on_cpu_requested(), reason="needs MXS_CUDA_ON_CPU=1")
 
-OPS = list(registration.IMPLEMENTATIONS)
+OPS = list(registration.ORCHESTRATION) + ["_gather_mm_one_group", "_gather_mm_backprop_filter_one_group"]
 
 
 def test_cpu_dispatch_entries_are_the_cuda_backend():
     for op in OPS:
         dump = torch._C._dispatch_dump(f"mx_sparse::{op}")
         cpu = [line for line in dump.splitlines() if line.startswith("CPU:")]
-        assert cpu and "kernels/cuda/registration.py" in cpu[0], f"{op}: {cpu}"
+        assert cpu and "kernels/accelerator/registration.py" in cpu[0], f"{op}: {cpu}"
 
 
 def test_cpu_calls_run_the_python_implementations():

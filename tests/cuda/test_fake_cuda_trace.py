@@ -1,11 +1,15 @@
-"""Verification item 4 of the CUDA backend: device-generic. Every implementation is traced on
-FAKE CUDA tensors (FakeTensorMode: shapes and devices, no data, no GPU needed) under a
-dispatch mode that sees every torch operator it calls. The trace shows that
+"""Verification item 4 of the CUDA backend: device-generic. The accelerator orchestration
+(kernels/accelerator), the torch-operator fallback primitives it calls on CUDA and the Triton
+primitives' launch code are traced on FAKE CUDA tensors (FakeTensorMode: shapes and devices,
+no data, no GPU needed) under a dispatch mode that sees every operator called, the primitives
+(internal mx_sparse ops, answered by their fake kernels there) included. The trace shows that
 
 - no operator creates or reads a CPU tensor,
 - the host reads device data only through host_sync.read, and exactly the reads its
   docstring lists per op (any other .item()/.tolist()/bool() shows up as _local_scalar_dense),
 - no data-dependent-shape operator (nonzero, unique, masked_select) hides a sync,
+- each op calls the primitives it should (one per group for the gathers), and the fallback
+  primitives, traced themselves, neither sync nor touch the CPU,
 - the Triton kernels are launched (recorded by launch.run, not run) on CUDA tensors;
 
 and that mixed devices are rejected naming the argument."""
@@ -15,7 +19,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from cuda_cases import CUDA
-from mx_sparse._cuda import host_sync, launch
+from mx_sparse._accelerator import fallback, host_sync
+from mx_sparse._cuda import gather_mm as triton_primitives
+from mx_sparse._cuda import launch
 
 SYNCING_OPS = {"aten._local_scalar_dense.default", "aten.nonzero.default", "aten.masked_select.default",
                "aten._unique2.default", "aten.unique_dim.default", "aten.unique_consecutive.default",
@@ -76,10 +82,13 @@ def test_the_log_sees_cpu_tensors_and_syncs(trace):
     assert log.cpu and log.syncs == ["aten._local_scalar_dense.default"]
 
 
-def check(log, reads, expected_reads):
+def check(log, reads, expected_reads, primitives=None):
     assert log.cpu == [], f"CPU tensors in the CUDA path: {log.cpu[:5]}"
     assert log.syncs == [], f"undocumented syncs: {log.syncs}"
     assert reads == expected_reads
+    if primitives is not None:
+        called = [op.split(".")[1] for op in log.ops if op.startswith("mx_sparse._")]
+        assert called == primitives
 
 
 BIG = 2**40   # "no offending row" in every check (each compares the row with the row count)
@@ -90,17 +99,20 @@ def test_map_builders(trace):
     answers["build_subm_map: value checks"] = [BIG, BIG]
     nbr = CUDA["build_subm_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
     assert nbr.device.type == "cuda" and nbr.shape == (100, 27)
-    check(log, reads, ["build_subm_map: value checks"])
+    check(log, reads, ["build_subm_map: value checks"], ["_sorted_key_lookup"])
     reads.clear()
+    log.ops.clear()
     answers["build_conv_map: value checks and output count"] = [BIG, BIG, 37]
     out, nbr = CUDA["build_conv_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
-    check(log, reads, ["build_conv_map: value checks and output count"])
+    check(log, reads, ["build_conv_map: value checks and output count"],
+          ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
     reads.clear()
+    log.ops.clear()
     answers["transpose_map: entries in range, each (input row, offset) once"] = [BIG, BIG]
     t = CUDA["transpose_map"](nbr, 100)
     assert t.device.type == "cuda" and t.shape == (100, 27)
-    check(log, reads, ["transpose_map: entries in range, each (input row, offset) once"])
+    check(log, reads, ["transpose_map: entries in range, each (input row, offset) once"], [])
 
 
 def test_packed_maps(trace):
@@ -117,15 +129,43 @@ def test_packed_maps(trace):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
-def test_compute_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
+def test_gathers_call_one_primitive_per_group(trace, dtype):
     _, log, reads, _ = trace
-    before = sum(launch.launches.values())
     features, weight, nbr = cuda(300, 16, dtype=dtype), cuda(27, 8, 32, dtype=dtype), cuda(200, 27, dtype=torch.int32)
     out = CUDA["gather_mm"](features, weight, nbr, None, 2)
     assert out.device.type == "cuda" and out.shape == (200, 32) and out.dtype == dtype
     dw = CUDA["gather_mm_backprop_filter"](features, cuda(200, 32, dtype=dtype), nbr, None, 2)
     assert dw.device.type == "cuda" and dw.shape == (27, 8, 32) and dw.dtype == dtype
+    check(log, reads, [], ["_gather_mm_one_group"] * 2 + ["_gather_mm_backprop_filter_one_group"] * 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64], ids=str)
+def test_triton_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
+    _, log, reads, _ = trace
+    before = sum(launch.launches.values())
+    features, weight, nbr = cuda(300, 8, dtype=dtype), cuda(27, 8, 16, dtype=dtype), cuda(200, 27, dtype=torch.int32)
+    out = triton_primitives.gather_mm_one_group(features, weight, nbr)
+    assert out.device.type == "cuda" and out.shape == (200, 16) and out.dtype == dtype
+    dw = triton_primitives.gather_mm_backprop_filter_one_group(features, cuda(200, 16, dtype=dtype), nbr)
+    assert dw.device.type == "cuda" and dw.shape == (27, 8, 16) and dw.dtype == dtype
     assert sum(launch.launches.values()) == before + 3      # gather, filter splits, sum of splits
+    check(log, reads, [])
+
+
+def test_fallback_primitives_stay_on_the_device_without_syncs(trace):
+    """The torch-operator primitives CUDA runs for the maps (and any device for any primitive
+    it lacks), traced themselves: no host read, no CPU tensor."""
+    _, log, reads, _ = trace
+    keys, deltas = cuda(100, dtype=torch.int64), cuda(27, dtype=torch.int64)
+    assert fallback.sorted_key_lookup(keys, keys, deltas, 3, 1000).shape == (100, 27)
+    pairs = fallback.conv_out_keys(index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    assert pairs.shape == (2700,) and pairs.dtype == torch.int64
+    unique, count = fallback.unique_sorted_keys(pairs)
+    assert unique.shape == (2700,) and count.shape == (1,) and count.dtype == torch.int32
+    features, nbr = cuda(300, 8, dtype=torch.bfloat16), cuda(200, 27, dtype=torch.int32)
+    assert fallback.gather_mm_one_group(features, cuda(27, 8, 16, dtype=torch.bfloat16), nbr).shape == (200, 16)
+    assert fallback.gather_mm_backprop_filter_one_group(features, cuda(200, 16, dtype=torch.bfloat16),
+                                                        nbr).shape == (27, 8, 16)
     check(log, reads, [])
 
 

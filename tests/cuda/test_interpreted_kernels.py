@@ -9,11 +9,11 @@ import itertools
 import pytest
 import torch
 
-from cuda_cases import (CUDA, assert_close_to, cpu_is_cuda_path, launched, operands, references,
-                        run_cuda_path)
+from cuda_cases import (CUDA, assert_close_to, cpu_is_cuda_path, launched, operands, references,  # noqa: F401
+                        run_cuda_path, triton_on_cpu)
 from mx_sparse._cuda import launch, tiles
 
-pytestmark = cpu_is_cuda_path
+pytestmark = [cpu_is_cuda_path, pytest.mark.usefixtures("triton_on_cpu")]
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.float64]
 

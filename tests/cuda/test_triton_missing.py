@@ -1,5 +1,5 @@
-"""Without triton the CUDA backend still registers (its map builders need only torch), and the
-first compute kernel fails with an error that says what to install."""
+"""Without triton the CUDA backend still registers (the orchestration needs only torch), and the
+first Triton kernel fails with an error that says what to install."""
 import os
 import subprocess
 import sys
@@ -8,11 +8,10 @@ SCRIPT = """
 import sys
 sys.modules["triton"] = None          # as if triton were not installed
 import torch, mx_sparse
-from mx_sparse._cuda import registration
+from mx_sparse._cuda import gather_mm
 assert mx_sparse._ops.has_kernel("cuda")
-try:
-    registration.IMPLEMENTATIONS["gather_mm"](torch.ones(2, 3), torch.ones(1, 3, 4),
-                                              torch.zeros(2, 1, dtype=torch.int32), None, 1)
+try:   # the CUDA primitive itself (on CPU tensors the dispatcher would pick the torch-operator fallback)
+    gather_mm.gather_mm_one_group(torch.ones(2, 3), torch.ones(1, 3, 4), torch.zeros(2, 1, dtype=torch.int32))
 except RuntimeError as e:
     print(e)
 """

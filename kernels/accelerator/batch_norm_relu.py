@@ -1,7 +1,8 @@
-"""The fused BatchNorm+ReLU ops of the CUDA backend (contract: kernels/ops/schema.cpp, CPU
+"""The fused BatchNorm+ReLU ops of the accelerator backends (CUDA, NPU; contract: kernels/ops/schema.cpp, CPU
 kernels in kernels/cpu/batch_norm_relu_cpu.cpp), from torch's operators: a handful of
 element-wise and per-channel reduction kernels per call, no host sync. With them
-``SparseSequential`` keeps one activation per BatchNorm1d+ReLU block on CUDA as on the CPU.
+``SparseSequential`` keeps one activation per BatchNorm1d+ReLU block on an accelerator as on
+the CPU.
 
 Statistics: torch's mean and var in the compute dtype (float32, float64 for float64 features;
 their CUDA reductions have a fixed order), float32 channels that overflow taken again in

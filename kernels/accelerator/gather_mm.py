@@ -1,0 +1,36 @@
+"""gather_mm and gather_mm_backprop_filter of the accelerator backends: the argument checks,
+then one call of the device's one-group primitive per group on channel slices (groups == 1:
+one call on the tensors themselves). This is the only per-group loop in the project: every
+device kernel (Triton, AscendC, the fallback) computes one group.
+
+  gather_mm:                 out[:, g*Cout_g:(g+1)*Cout_g] = one_group(features[:, g*Cin_g:...],
+                                                                       weight[:, :, g*Cout_g:...], nbr)
+  gather_mm_backprop_filter: dW[:, :, g*Cout_g:...] = one_group(features[:, g*Cin_g:...],
+                                                                grad[:, g*Cout_g:...], nbr)
+
+The input gradient is gather_mm again (autograd, kernels/ops/autograd.cpp). nbr_t and
+symmetric are read by autograd only. Neither op reads device data on the host.
+"""
+import torch
+
+from . import op_args
+
+primitives = torch.ops.mx_sparse
+
+
+def _per_group(groups, cat_dim, one_group):
+    if groups == 1:
+        return one_group(0)
+    return torch.cat([one_group(g) for g in range(groups)], cat_dim)
+
+
+def gather_mm(features, weight, nbr, nbr_t, groups, symmetric=False):
+    cin_g, cout_g = op_args.gather_mm_shapes(features, weight, nbr, nbr_t, groups)
+    return _per_group(groups, 1, lambda g: primitives._gather_mm_one_group(
+        features.narrow(1, g * cin_g, cin_g), weight.narrow(2, g * cout_g, cout_g), nbr))
+
+
+def gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric=False):
+    cin_g, cout_g = op_args.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
+    return _per_group(groups, 2, lambda g: primitives._gather_mm_backprop_filter_one_group(
+        features.narrow(1, g * cin_g, cin_g), grad.narrow(1, g * cout_g, cout_g), nbr))

@@ -1,0 +1,47 @@
+"""The map builders' index value checks (every row inside the grid and batch, no voxel twice),
+with the CPU builders' messages (kernels/cpu/neighbor_map_cpu.cpp). The flags are computed on
+the device and travel to the host inside the builder's one read (host_sync.py); raising reads
+the offending row for the message (a second read, on the error path only).
+"""
+import torch
+
+from . import host_sync
+
+
+def flags(idx, shape, batch_size, sorted_keys, order):
+    """[lowest row outside the grid or batch, later row of the lowest duplicate pair], n meaning
+    none, from idx int64 [N, 1+nd] and its keys sorted stably (order: their rows). Nothing read."""
+    return flags_and_outside(idx, shape, batch_size, sorted_keys, order)[0]
+
+
+def flags_and_outside(idx, shape, batch_size, sorted_keys, order):
+    """(flags, [N] bool: the rows outside the grid or batch)."""
+    n = idx.shape[0]
+    batch = idx.select(1, 0)
+    outside = (batch < 0) | (batch >= batch_size)
+    for d, s in enumerate(shape):
+        c = idx.select(1, 1 + d)
+        outside |= (c < 0) | (c >= s)
+    rows = torch.arange(n, device=idx.device)
+    bad_row = torch.where(outside, rows, n).amin()
+    if n < 2:
+        return torch.stack([bad_row, torch.full_like(bad_row, n)]), outside
+    # equal keys are adjacent, rows ascending among them (stable): the later row of each pair
+    same = sorted_keys.narrow(0, 1, n - 1) == sorted_keys.narrow(0, 0, n - 1)
+    dup_row = torch.where(same, order.narrow(0, 1, n - 1), n).amin()
+    return torch.stack([bad_row, dup_row]), outside
+
+
+def raise_bad_rows(indices, shape, batch_size, bad_row, dup_row):
+    """The CPU builders' ValueError for the first failed check (values as read by the host)."""
+    n = indices.shape[0]
+
+    def row_str(r):
+        return "(" + ", ".join(str(v) for v in host_sync.read(indices.select(0, r), "error message")) + ")"
+
+    if bad_row < n:
+        raise ValueError(f"indices: row {bad_row} is (batch, *coords) = {row_str(bad_row)}, expected 0 <= batch < "
+                         f"batch_size ({batch_size}) and 0 <= coord < spatial_shape {list(shape)} on every axis")
+    if dup_row < n:
+        raise ValueError(f"indices: duplicate voxel {row_str(dup_row)} at row {dup_row}; expected every "
+                         f"(batch, *coords) row to be unique")

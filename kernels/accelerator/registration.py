@@ -1,0 +1,129 @@
+"""Which dispatch key gets which implementation of the mx_sparse ops (schema:
+kernels/ops/schema.cpp). Autograd (C++, Autograd key), autocast and the fake kernels
+(mx_sparse/_ops.py) are shared by every backend and not registered here.
+
+- ORCHESTRATION (this package, device-neutral) for CUDA, and for PrivateUse1 where the NPU
+  binding is loaded (it supplies the NPU primitives).
+- The five primitives: the torch-operator fallbacks (fallback.py) under
+  CompositeExplicitAutograd, i.e. for every device without a kernel of its own; the two Triton
+  gathers (mx_sparse._cuda) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
+  C++ binding, kernels/ascend/binding/mx_sparse_npu.cpp).
+- ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration and the Triton gathers for the CPU
+  key too (and voxelization's C++ torch-operator version), replacing the C++ CPU kernels: every
+  op on CPU tensors then runs the code CUDA tensors run, the Triton kernels under Triton's
+  interpreter.
+- ``MXS_NPU_ON_CPU=1`` (read at import): the orchestration and the AscendC emulator's
+  primitives (``mx_sparse.ascend.emulator_primitives()``) for the CPU key: every op on CPU
+  tensors runs the code NPU tensors run, the AscendC kernels in the CPU emulator.
+
+Both switches are for checking on machines without the device, not for work (slow).
+"""
+import os
+import warnings
+
+import torch
+
+from . import batch_norm_relu, fallback, gather_mm, neighbor_map, packed_map
+
+ORCHESTRATION = {
+    "build_subm_map": neighbor_map.build_subm_map,
+    "build_conv_map": neighbor_map.build_conv_map,
+    "transpose_map": neighbor_map.transpose_map,
+    "pack_map": packed_map.pack_map,
+    "unpack_map": packed_map.unpack_map,
+    "gather_mm": gather_mm.gather_mm,
+    "gather_mm_backprop_filter": gather_mm.gather_mm_backprop_filter,
+    "batch_norm_relu_forward": batch_norm_relu.batch_norm_relu_forward,
+    "scale_shift_relu": batch_norm_relu.scale_shift_relu,
+    "batch_norm_relu_backward": batch_norm_relu.batch_norm_relu_backward,
+}
+PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
+
+CUDA_ON_CPU_ENV = "MXS_CUDA_ON_CPU"
+NPU_ON_CPU_ENV = "MXS_NPU_ON_CPU"
+_libraries = []  # registrations last as long as their Library object
+
+
+def _switch(name: str) -> bool:
+    return os.environ.get(name, "0") not in ("", "0")
+
+
+def cuda_on_cpu_requested() -> bool:
+    return _switch(CUDA_ON_CPU_ENV)
+
+
+def npu_on_cpu_requested() -> bool:
+    return _switch(NPU_ON_CPU_ENV)
+
+
+def _cuda_primitives() -> dict:
+    from .._cuda import gather_mm as cuda_gather_mm   # imports no triton (launch does, on first use)
+    return cuda_gather_mm.PRIMITIVES
+
+
+def _voxelize_cuda_path():
+    """Voxelization's CUDA implementation is C++ with torch's operators (registered under CUDA by
+    kernels/ops/voxelize_generic.cpp); for CPU tensors it is reached through the extension's
+    entry points to the same code."""
+    from .. import _C
+    return {"voxelize_hard": _C.voxelize_hard_generic, "voxelize_dynamic": _C.voxelize_dynamic_generic}
+
+
+def _npu_emulator_primitives() -> dict:
+    """The AscendC kernels run by the CPU emulator, as CPU-tensor functions with the primitives'
+    schema signatures (mx_sparse/ascend.py)."""
+    try:
+        from .. import ascend
+    except ImportError as e:
+        raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: this build has no AscendC emulator entry (mx_sparse.ascend: {e})") from e
+    if not ascend.emulator_available():
+        raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: the AscendC emulator cannot be built here (a C++ compiler and the "
+                           f"kernel sources under kernels/ascend are needed)")
+    return ascend.emulator_primitives()
+
+
+def _prepare_interpreter():
+    """CPU tensors can run Triton kernels only in Triton's interpreter, which must be chosen
+    before triton is imported (triton.language's own helpers are compiled at import)."""
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    import sys
+    if "triton" in sys.modules:
+        from triton import knobs
+        if not knobs.runtime.interpret:
+            raise RuntimeError(f"{CUDA_ON_CPU_ENV}=1: triton was imported before mx_sparse without TRITON_INTERPRET=1; "
+                               f"set TRITON_INTERPRET=1 before importing triton")
+
+
+def plan(cuda_on_cpu: bool, npu_on_cpu: bool, npu_binding: bool, npu_primitives=None) -> dict:
+    """{dispatch key: {op name: implementation}} of this package's registrations.
+    ``npu_primitives`` (MXS_NPU_ON_CPU: the emulator's) is read only with ``npu_on_cpu``."""
+    if cuda_on_cpu and npu_on_cpu:
+        raise RuntimeError(f"{CUDA_ON_CPU_ENV}=1 and {NPU_ON_CPU_ENV}=1 both ask to serve CPU tensors; set one")
+    table = {"CompositeExplicitAutograd": dict(fallback.PRIMITIVES),
+             "CUDA": {**ORCHESTRATION, **_cuda_primitives()}}
+    if npu_binding:
+        table["PrivateUse1"] = dict(ORCHESTRATION)
+    if cuda_on_cpu:
+        table["CPU"] = {**ORCHESTRATION, **_cuda_primitives(), **_voxelize_cuda_path()}
+    if npu_on_cpu:
+        missing = set(PRIMITIVE_NAMES) - set(npu_primitives)
+        if missing:
+            raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: the emulator supplies no {sorted(missing)}")
+        table["CPU"] = {**ORCHESTRATION, **{name: npu_primitives[name] for name in PRIMITIVE_NAMES}}
+    return table
+
+
+def register(npu_binding: bool = False) -> None:
+    """Registers ``plan`` for this process's switches (see the module docstring)."""
+    cuda_on_cpu, npu_on_cpu = cuda_on_cpu_requested(), npu_on_cpu_requested()
+    if cuda_on_cpu:
+        _prepare_interpreter()
+    table = plan(cuda_on_cpu, npu_on_cpu, npu_binding, _npu_emulator_primitives() if npu_on_cpu else None)
+    lib = torch.library.Library("mx_sparse", "IMPL")
+    with warnings.catch_warnings():
+        # replacing the C++ CPU kernels is the point of the switches; torch warns about it
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+        for key, impls in table.items():
+            for name, fn in impls.items():
+                lib.impl(name, fn, key)
+    _libraries.append(lib)
