@@ -5,6 +5,6 @@ ops, kernels/ops/schema.cpp) that each device supplies -- CUDA its Triton kernel
 the NPU its AscendC kernels (kernels/ascend/binding), any device the torch-operator fallbacks
 of fallback.py. registration.py says which dispatch key gets what. See docs/en/architecture.md.
 """
-# The contract's Python face (argument checks and bounds, the C++ messages); the one import of it
-# in this package (becomes `from .. import _contract as op_args` when mx_sparse/_contract.py replaces op_args.py).
-from .._cuda import op_args  # noqa: F401
+# The contract's Python face (argument checks and bounds, the C++ messages of kernels/ops/op_args.h);
+# the one import of it in this package.
+from .. import _contract as op_args  # noqa: F401

@@ -5,7 +5,7 @@ the offending row for the message (a second read, on the error path only).
 """
 import torch
 
-from . import host_sync
+from . import op_args
 
 
 def flags(idx, shape, batch_size, sorted_keys, order):
@@ -33,15 +33,6 @@ def flags_and_outside(idx, shape, batch_size, sorted_keys, order):
 
 
 def raise_bad_rows(indices, shape, batch_size, bad_row, dup_row):
-    """The CPU builders' ValueError for the first failed check (values as read by the host)."""
-    n = indices.shape[0]
-
-    def row_str(r):
-        return "(" + ", ".join(str(v) for v in host_sync.read(indices.select(0, r), "error message")) + ")"
-
-    if bad_row < n:
-        raise ValueError(f"indices: row {bad_row} is (batch, *coords) = {row_str(bad_row)}, expected 0 <= batch < "
-                         f"batch_size ({batch_size}) and 0 <= coord < spatial_shape {list(shape)} on every axis")
-    if dup_row < n:
-        raise ValueError(f"indices: duplicate voxel {row_str(dup_row)} at row {dup_row}; expected every "
-                         f"(batch, *coords) row to be unique")
+    """The CPU builders' ValueError for the first failed check (values as read by the host): the
+    message is built once, in C++ (kernels/ops/index_errors.h), which reads the offending row."""
+    op_args.index_error(indices, shape, batch_size, bad_row, dup_row)

@@ -15,6 +15,7 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,25 +23,32 @@
 
 #include "../conv_out_keys/op_host/conv_out_keys_limits.h"
 #include "../gather_mm/op_host/gather_mm_limits.h"
+#include "../gather_mm_backprop_filter/op_host/gather_mm_backprop_filter_limits.h"
 #include "../subm_map/op_host/subm_map_limits.h"
 #include "../unique_sorted_keys/op_host/unique_sorted_keys_limits.h"
 
 namespace mxs_npu {
 namespace {
 
-void check_limits(const std::string& message) { TORCH_CHECK_VALUE(message.empty(), message); }
+// The limit functions throw std::invalid_argument with the message; here it becomes the ValueError
+// the emulator's entry raises for the same input.
+template <typename Check>
+void check_limits(const Check& check) {
+  try {
+    check();
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+}
 
-// The kernels' dtype code (0 float32, 1 float16, 2 bfloat16, -1 other) and the dtype's name.
 void check_float(const at::Tensor& t, const char* name) {
-  const auto s = t.scalar_type();
-  const int code = s == at::kFloat ? 0 : s == at::kHalf ? 1 : s == at::kBFloat16 ? 2 : -1;
-  check_limits(mxs_ascend::GatherFloatLimits(name, code, std::string(c10::toString(s))));
+  check_limits([&] { mxs_ascend::KernelDtypeKey(name, c10::toString(t.scalar_type())); });
 }
 
 // out[s, k] = p where sorted_keys[p] == query_keys[s] + key_deltas[k], else -1 (AscendC SubmMap).
 at::Tensor sorted_key_lookup(const at::Tensor& query_keys, const at::Tensor& sorted_keys, const at::Tensor& key_deltas,
                              int64_t group, int64_t key_bound) {
-  check_limits(mxs_ascend::SubmMapLimits(key_deltas.size(0)));
+  check_limits([&] { mxs_ascend::CheckSubmMapLimits(key_deltas.size(0), group); });
   at::Tensor out = at::empty({query_keys.size(0), key_deltas.size(0)}, query_keys.options().dtype(at::kInt));
   if (out.numel() == 0) return out;
   if (sorted_keys.size(0) == 0) return out.fill_(-1);
@@ -53,8 +61,10 @@ at::Tensor sorted_key_lookup(const at::Tensor& query_keys, const at::Tensor& sor
 at::Tensor conv_out_keys(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
                          c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
                          c10::IntArrayRef dilation) {
-  check_limits(mxs_ascend::ConvOutKeysLimits(indices.size(0), spatial_shape.vec(), batch_size, kernel_size.vec(),
-                                             padding.vec(), dilation.vec()));
+  check_limits([&] {
+    mxs_ascend::CheckConvOutKeysLimits(indices.size(0), static_cast<int32_t>(spatial_shape.size()), spatial_shape.data(),
+                                       batch_size, kernel_size.data(), padding.data(), dilation.data());
+  });
   int64_t kvol = 1;
   for (auto k : kernel_size) kvol *= k;
   at::Tensor keys = at::empty({kvol * indices.size(0)}, indices.options().dtype(at::kLong));
@@ -66,7 +76,7 @@ at::Tensor conv_out_keys(const at::Tensor& indices, c10::IntArrayRef spatial_sha
 
 // The distinct non-sentinel keys of a sorted array, compacted, and their count (AscendC UniqueSortedKeys).
 std::tuple<at::Tensor, at::Tensor> unique_sorted_keys(const at::Tensor& sorted_keys) {
-  check_limits(mxs_ascend::UniqueSortedKeysLimits(sorted_keys.size(0)));
+  check_limits([&] { mxs_ascend::CheckUniqueSortedKeysLimits(sorted_keys.size(0)); });
   at::Tensor unique = at::empty_like(sorted_keys, at::MemoryFormat::Contiguous);
   at::Tensor count = at::zeros({1}, sorted_keys.options().dtype(at::kInt));
   if (sorted_keys.size(0) == 0) return {unique, count};
@@ -78,7 +88,7 @@ std::tuple<at::Tensor, at::Tensor> unique_sorted_keys(const at::Tensor& sorted_k
 // One group: out[m] = sum_k features[nbr[m, k]] @ weight[k], weight [K, Cin, Cout] (AscendC GatherMm).
 at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr) {
   check_float(features, "features");
-  check_limits(mxs_ascend::GatherChannelLimits("gather_mm", features.size(1), weight.size(2)));
+  check_limits([&] { mxs_ascend::CheckGatherMmLimits(features.size(1), weight.size(2)); });
   at::Tensor out = at::empty({nbr.size(0), weight.size(2)}, features.options());
   if (nbr.size(0) == 0) return out;
   const at::Tensor f = features.contiguous(), w = weight.contiguous(), n = nbr.contiguous();
@@ -90,7 +100,7 @@ at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& wei
 at::Tensor gather_mm_backprop_filter_one_group(const at::Tensor& features, const at::Tensor& grad,
                                                const at::Tensor& nbr) {
   check_float(features, "features");
-  check_limits(mxs_ascend::GatherChannelLimits("gather_mm_backprop_filter", features.size(1), grad.size(1)));
+  check_limits([&] { mxs_ascend::CheckGatherMmBpfLimits(features.size(1), grad.size(1)); });
   at::Tensor dw = at::empty({nbr.size(1), features.size(1), grad.size(1)}, features.options());
   if (nbr.size(0) == 0) return dw.zero_();
   const at::Tensor f = features.contiguous(), g = grad.contiguous(), n = nbr.contiguous();
