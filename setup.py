@@ -86,7 +86,7 @@ setup(
     # the CUDA backend (Python + Triton) lives beside the other backends in kernels/cuda
     packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._cuda"],
     package_dir={"mx_sparse._cuda": "kernels/cuda"},
-    python_requires=">=3.9",
+    python_requires=">=3.10",  # torch 2.13 needs it (requirements/pins.txt)
     install_requires=["torch>=2.1", "numpy"],
     # cuda: the CUDA backend's kernels are Triton (torch's CUDA wheels already depend on it)
     extras_require={"test": ["pytest", "hypothesis", "spconv==2.3.8", "triton"], "examples": ["tqdm"],
