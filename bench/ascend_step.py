@@ -23,6 +23,7 @@ import importlib
 import json
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -99,6 +100,11 @@ def map_torch_ops(layer):
                            n * K * sb + m * 40 + n * (16 + sb) + m * K * ib + m * K * ib + n * K * 4, 8)
 
 
+def progress(msg):
+    """One line on stderr per emulated stage: a whole step takes minutes in the emulator."""
+    print(f"[ascend_step {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def run_ours(tree, layers, soc, dtypes, workdir):
     """Emulate every kernel of the step; returns {dtype: [(layer, phase, [records])]}."""
     sys.path.insert(0, str(Path(tree) / "tests" / "ascend"))
@@ -119,6 +125,7 @@ def run_ours(tree, layers, soc, dtypes, workdir):
         return res, recs
 
     maps = []
+    progress(f"{soc}: emulating the neighbor maps of {sum(bool(L['builds_map']) for L in layers)} layers")
     for i, L in enumerate(layers):
         if not L["builds_map"]:
             continue
@@ -133,6 +140,7 @@ def run_ours(tree, layers, soc, dtypes, workdir):
     for dt in dtypes:
         rows = list(maps)
         for i, L in enumerate(layers):
+            progress(f"{soc} {str(dt)[6:]}: layer {i + 1}/{len(layers)} {L['name']} (forward, gradients)")
             f = torch.randn(L["n_in"], L["cin"], generator=g).to(dt)
             w = (torch.randn(L["K"], L["cin"], L["cout"], generator=g) * 0.1).to(dt)
             gr = torch.randn(L["n_out"], L["cout"], generator=g).to(dt)
