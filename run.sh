@@ -102,7 +102,7 @@ install_torch() {  # install_torch PYTHON
     from="pip's configured indexes ($CPU_INDEX unreachable)"
   fi
   stage "installing torch==$TORCH_VERSION from $from" "$py" -m pip install ${args[@]+"${args[@]}"} "torch==$TORCH_VERSION"
-  if ! has_nvidia_gpu && [ "$("$py" -c 'import torch; print(torch.version.cuda is not None)')" = True ]; then
+  if ! has_nvidia_gpu && [ "$("$py" -c 'import torch; print(torch.version.cuda is not None)' 2>/dev/null)" = True ]; then
     say "note: pip chose a CUDA build of torch on a machine without an NVIDIA GPU (set MXS_TORCH_INDEX_URL=$CPU_INDEX to get the CPU build)"
   fi
 }
