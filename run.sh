@@ -5,7 +5,7 @@
 #   bash run.sh test    [args]   the test suite (pytest args pass through)
 #   bash run.sh bench   [args]   side-by-side benchmark against spconv (python -m bench --help)
 #   bash run.sh install          installs mx_sparse into the Python environment you are in
-#                                (python3 on PATH, or $MXS_PYTHON) instead of .venv
+#                                (python3 on PATH, or $MXS_PYTHON): a regular install, not editable
 # Versions: requirements/pins.txt (Python range, torch, triton, spconv).
 # Environment:
 #   MXS_DRY_RUN=1        print the command the job would run (paths resolved) and stop; no set-up
@@ -168,12 +168,14 @@ venv_setup() {  # the .venv this script's jobs run in
 
 # The trap of a clone folder named mx_sparse: a script run from the folder holding it puts that
 # folder on sys.path first, and Python imports the clone (no __init__.py) as an empty namespace
-# package where mx_sparse is not installed ("cannot import name ... (unknown location)").
+# package where mx_sparse is not installed, or installed editable as in .venv (the editable
+# import hook runs after the namespace package is found): "cannot import name ... (unknown
+# location)". A regular install is found first; `python -P` (3.11+) avoids the trap too.
 check_importable_beside_clone() {
   local py="$1"
   if ! (cd "$(dirname "$ROOT")" && "$py" -c "from mx_sparse import SubMConv3d") >/dev/null 2>&1; then
     say "warning: from $(dirname "$ROOT"), \`import mx_sparse\` does not find the installed package;"
-    say "  a script there imports the folder $(basename "$ROOT")/ as a namespace package. Run scripts with $py, or elsewhere."
+    say "  a script there imports the folder $(basename "$ROOT")/ as a namespace package. Run it with \`$py -P\` (Python 3.11+) or from another folder."
   fi
 }
 
@@ -194,7 +196,10 @@ case "$job" in
   train) CMD=("$PY" examples/train_second.py ${ARGS[@]+"${ARGS[@]}"}) ;;
   test)  if [ "$HAS_TEST_PATH" = 1 ]; then CMD=("$PY" -m pytest ${ARGS[@]+"${ARGS[@]}"}); else CMD=("$PY" -m pytest tests ${ARGS[@]+"${ARGS[@]}"}); fi ;;
   bench) CMD=("$PY" -m bench ${ARGS[@]+"${ARGS[@]}"}) ;;
-  install) CMD=("${MXS_PYTHON:-python3}" -m pip install --no-build-isolation -e "$ROOT") ;;
+  # a regular (not editable) install: a regular package anywhere on sys.path wins over the
+  # namespace package a clone folder named mx_sparse makes beside a script; an editable install's
+  # import hook comes after that namespace package and loses (see check_importable_beside_clone)
+  install) CMD=("${MXS_PYTHON:-python3}" -m pip install --no-build-isolation "$ROOT") ;;
 esac
 if [ "${MXS_DRY_RUN:-0}" = 1 ]; then
   printf 'cd %q &&' "$ROOT"; printf ' %q' "${CMD[@]}"; printf '\n'

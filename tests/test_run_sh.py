@@ -73,3 +73,10 @@ def test_supported_versions_are_stated_once():
         assert f"Python {p['python']}" in text and f"torch {p['torch']}" in text, readme
         assert "requirements/pins.txt" in text, readme
         assert not re.search(r"Python 3\.(?!%s)\d+\+" % p["python"].split(".")[1], text), readme
+
+
+def test_install_is_a_regular_install(tmp_path):
+    """Not editable: an editable install's import hook loses to the namespace package a clone
+    folder named mx_sparse makes beside a script (README: the trap); a regular one does not."""
+    cmd = dry_run(["install"], cwd=tmp_path)
+    assert cmd[1:] == ["-m", "pip", "install", "--no-build-isolation", ROOT]
