@@ -112,7 +112,7 @@ setup(
     package_dir={"mx_sparse._accelerator": "kernels/accelerator", "mx_sparse._cuda": "kernels/cuda"},
     # the AscendC op package kernels/ascend/build.sh installs inside the package (absent elsewhere)
     package_data={"mx_sparse": ["_ascend_opp/**/*"]},
-    python_requires=">=3.9",
+    python_requires=">=3.10",  # torch 2.13 needs it (requirements/pins.txt)
     install_requires=["torch>=2.1", "numpy"],
     # cuda: the CUDA backend's kernels are Triton (torch's CUDA wheels already depend on it)
     extras_require={"test": ["pytest", "hypothesis", "spconv==2.3.8", "triton"], "examples": ["tqdm"],

@@ -9,7 +9,7 @@ launch the per-core counters (GM<->UB bytes and DMA calls, vector 256-byte repea
 elements, Cube FLOPs, scalar GetValue/SetValue on UB and GM, basic blocks executed by the kernel's
 own code) are turned into a MODELLED Atlas A2 time. THIS IS A MODEL, NOT A MEASUREMENT: no kernel
 has run on NPU hardware. The constants are the public figures of
-../shared/ascend/ASCENDC_REFERENCE.md section 1.7 where they exist and labelled assumptions
+Huawei's AscendC documentation for Atlas A2 where they exist and labelled assumptions
 otherwise (see MODEL below); the point of the report is the split of the work between Cube,
 vector, DMA and the scalar unit, and the scalar share per kernel.
 """
@@ -207,8 +207,9 @@ def run_cases(soc, aic=None, tree=None):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
-    ap.add_argument("--soc", default="Ascend910B2")
+    ap = argparse.ArgumentParser(prog="python -m bench.ascend_cost", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--soc", default="Ascend910B2", help="the Atlas A2 chip modelled: Ascend910B2 (default) or Ascend910B4")
     ap.add_argument("--aic", type=int, default=None, help="override the AIC count (AIV = 2x)")
     ap.add_argument("--stats", help="tabulate an existing ASCEND_SIM_STATS file instead of running cases")
     ap.add_argument("--json", help="also write the rows (counters + model) to this file")

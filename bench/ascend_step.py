@@ -109,12 +109,9 @@ def map_torch_ops(layer):
                            n * K * sb + m * 40 + n * (16 + sb) + m * K * ib + m * K * ib + n * K * 4, 8)
 
 
-_T0 = time.time()
-
-
 def progress(msg):
-    """One line on stderr per unit of emulator work (the full --step runs for minutes)."""
-    print(f"[ascend_step {time.time() - _T0:6.0f}s] {msg}", file=sys.stderr, flush=True)
+    """One line on stderr per emulated stage: a whole step takes minutes in the emulator."""
+    print(f"[ascend_step {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def run_ours(tree, layers, soc, dtypes, workdir):
@@ -137,6 +134,7 @@ def run_ours(tree, layers, soc, dtypes, workdir):
         return res, recs
 
     maps = []
+    progress(f"{soc}: emulating the neighbor maps of {sum(bool(L['builds_map']) for L in layers)} layers")
     for i, L in enumerate(layers):
         if not L["builds_map"]:
             continue
@@ -152,7 +150,7 @@ def run_ours(tree, layers, soc, dtypes, workdir):
     for dt in dtypes:
         rows = list(maps)
         for i, L in enumerate(layers):
-            progress(f"{soc} {str(dt)[6:]}: {L['name']} forward / input grad / weight grad ({L['cin']}->{L['cout']})")
+            progress(f"{soc} {str(dt)[6:]}: layer {i + 1}/{len(layers)} {L['name']} (forward, gradients)")
             f = torch.randn(L["n_in"], L["cin"], generator=g).to(dt)
             w = (torch.randn(L["K"], L["cin"], L["cout"], generator=g) * 0.1).to(dt)
             gr = torch.randn(L["n_out"], L["cout"], generator=g).to(dt)

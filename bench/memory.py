@@ -93,4 +93,8 @@ def measure(workload: str, variant: str, threads: int, timeout: float = 600, env
 
 
 if __name__ == "__main__":
+    # the child process of memory(); not a command of its own (python -m bench measures memory)
+    if len(sys.argv) != 4 or sys.argv[1] in ("-h", "--help"):
+        sys.exit("usage: python -m bench.memory WORKLOAD VARIANT THREADS  (internal: the child process python -m bench "
+                 "starts to measure one configuration's peak memory; run python -m bench instead)")
     print(json.dumps(measure_in_child(sys.argv[1], sys.argv[2], int(sys.argv[3]))))

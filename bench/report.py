@@ -49,7 +49,7 @@ def gflops(flops, seconds):
 
 
 def targets(res) -> List[Dict]:
-    """The issue's targets with what this run measured (None: not measured)."""
+    """The benchmark's goals with what this run measured (None: not measured)."""
     W = res["workloads"]
     rows = []
 
@@ -113,7 +113,7 @@ TEXT = {
         other_cpu="CPU time used by other processes during the run (share of all CPUs)",
         load_warn="Other processes were running during this run (see above); on 2 vCPUs that slows "
                   "2-thread runs disproportionately. Treat the numbers as provisional and re-run on an idle machine.",
-        targets="Targets (from the issue)", target="target", measured="measured", met="met",
+        targets="Goals and what this run measured", target="goal", measured="measured", met="met",
         yes="yes", no="**no**", na="not measured",
         t_train_kitti_b1="VoxelBackBone8x fwd+bwd, KITTI-like, batch 1 (speedup)",
         t_train_kitti_b4="VoxelBackBone8x fwd+bwd, KITTI-like, batch 4 (speedup)",
@@ -202,7 +202,7 @@ TEXT = {
         other_cpu="运行期间其他进程占用的 CPU 时间（占全部 CPU 的比例）",
         load_warn="本次运行期间有其他进程在运行（见上文）；在 2 个 vCPU 上这会不成比例地拖慢双线程运行。"
                   "以下数据仅供参考，请在空闲机器上重新运行。",
-        targets="目标（来自需求）", target="目标", measured="实测", met="达成",
+        targets="目标与本次实测", target="目标", measured="实测", met="达成",
         yes="是", no="**否**", na="未测",
         t_train_kitti_b1="VoxelBackBone8x 前向+反向，类 KITTI 场景，batch 1（加速比）",
         t_train_kitti_b4="VoxelBackBone8x 前向+反向，类 KITTI 场景，batch 4（加速比）",
@@ -325,8 +325,7 @@ def markdown(res: Dict, lang: str = "en", chart: Optional[str] = None) -> str:
          f"- {T['load']}: " + " / ".join(f"{x:.2f}" for x in res.get("load_before", []))
          + (f"; {T['other_cpu']}: {100 * res['other_cpu_share']:.0f} %" if "other_cpu_share" in res else ""), ""]
     L[-1:] = [f"- {note}" for note in res.get("notes", [])] + [""]   # notes end the machine list
-    busy = res.get("other_cpu_share", res.get("load_before", [0])[0] / max(1, mach["logical_cpus"]))
-    if busy > 0.1:
+    if machine_busy(res) > 0.1:
         L += [f"> **{T['load_warn']}**", ""]
 
     L += [f"## {T['targets']}", "", T["baseline_note"].format(t=t), ""]
@@ -492,11 +491,29 @@ def write_docs(res: Dict, root: str) -> List[str]:
     return written
 
 
+def machine_busy(res: Dict) -> float:
+    """Share of the machine's CPUs other processes used during the run (the load average before
+    it where the run did not record that)."""
+    return res.get("other_cpu_share", res.get("load_before", [0])[0] / max(1, res["machine"]["logical_cpus"]))
+
+
 def summary(res: Dict) -> str:
-    """Short plain-text summary for the terminal."""
-    lines = [f"{'workload':24s} {'fwd':>7s} {'train':>7s} {'maps':>7s}   (speedup vs faster correct spconv)"]
+    """Plain-text summary for the terminal: what each ratio compares, the goals with what this
+    run measured, and the machine-load warning."""
+    T, t = TEXT["en"], res["threads"]
+    plain = lambda v: v.replace("–", "n/a").replace("×", "x").replace("≥", ">=").replace("≤", "<=")  # noqa: E731
+    lines = [f"Speedup = spconv 2.3.8 time / mx_sparse time (above 1: mx_sparse is faster), against the faster "
+             f"correct spconv configuration (1 thread, or {t} threads with the scatter fix); mx_sparse runs "
+             f"{t} threads. fwd: forward; train: forward+backward; maps: neighbor-map building. n/a: not measured.",
+             "", f"{'workload':24s} {'fwd':>7s} {'train':>7s} {'maps':>7s}"]
     for k, w in res["workloads"].items():
-        lines.append(f"{k:24s} " + " ".join(f"{fx(speedup(res, w[s])):>7s}" for s in ("forward", "train", "maps")))
-    lines.append("targets: " + "; ".join(f"{r['key']}={r['value']}" for r in targets(res)))
-    lines.append(f"runtime {res.get('runtime_s', 0) / 60:.1f} min")
+        lines.append(f"{k:24s} " + " ".join(f"{plain(fx(speedup(res, w[s]))):>7s}" for s in ("forward", "train", "maps")))
+    lines += ["", f"{T['targets']}:"]
+    for r in targets(res):
+        met = "not measured" if r["ok"] is None else ("met" if r["ok"] else "NOT met")
+        lines.append(f"  {plain(T['t_' + r['key']])}: goal {plain(r['target'])}, measured {plain(r['value'])} ({met})")
+    lines.append(f"run time {res.get('runtime_s', 0) / 60:.1f} min")
+    if machine_busy(res) > 0.1:
+        lines.append(f"WARNING: other processes used {100 * machine_busy(res):.0f} % of the CPUs during this run; "
+                     f"the numbers are provisional (re-run on an idle machine).")
     return "\n".join(lines)

@@ -103,11 +103,11 @@ def run_child(voxels, batch_size, grid_factor, threads):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--voxels", type=int, default=2_000_000)
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--voxels", type=int, default=2_000_000, help="voxels of the batch to keep (default 2,000,000)")
+    p.add_argument("--batch-size", type=int, default=8, help="generated frames in the batch (default 8)")
     p.add_argument("--grid-factor", type=int, default=None, help="one run with the grid this much wider (1, 8, ...)")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--json", default=None)
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    p.add_argument("--json", default=None, help="also write the measurements (time, peak memory per run) here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:

@@ -113,9 +113,9 @@ def bound_reason():
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--steps", type=int, default=1000, help="training steps (default 1000)")
     p.add_argument("--crop", type=int, default=128, help="square window of the KITTI grid (0: whole scene)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     p.add_argument("--json", default=None, help="write every step's record and the summary here")
     args = p.parse_args(argv)
     if args.steps < WARMUP + 2 * WINDOW:

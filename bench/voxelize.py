@@ -104,9 +104,11 @@ def measure(points, preset, max_points, max_voxels, threads, repeats):
 
 
 def main():
-    parser = argparse.ArgumentParser(description="voxelization throughput: mx_sparse vs spconv 2.3.8")
-    parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()))
+    parser = argparse.ArgumentParser(prog="python -m bench.voxelize", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=15, help="timed rounds per configuration (default 15)")
+    parser.add_argument("--threads", type=int, default=max(1, torch.get_num_threads()),
+                        help="torch threads (default: torch's current count)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
     frames = {"kitti": generate_points("kitti", seed=0), "nuscenes": generate_points("nuscenes", seed=0)}

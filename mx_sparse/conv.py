@@ -52,8 +52,8 @@ class SparseConvolution(LayoutAware, SparseModule):
                                       "use inverse=True to return to the voxels of a strided conv")
         if subm and inverse:
             raise ValueError("subm and inverse: a layer can be submanifold or inverse, not both")
-        if inverse and indice_key is None:
-            raise ValueError("indice_key: an inverse convolution needs the indice_key of the strided conv it inverts")
+        # an inverse conv without indice_key can be built (mmcv's and spconv's layer builders do);
+        # it needs the key when it runs (_inverse_data)
         self.ndim, self.in_channels, self.out_channels = ndim, in_channels, out_channels
         self.kernel_size = validation.per_axis("kernel_size", kernel_size, ndim, 1)
         self.stride = validation.per_axis("stride", stride, ndim, 1)
@@ -112,6 +112,11 @@ class SparseConvolution(LayoutAware, SparseModule):
         if x.ndim != self.ndim:
             raise ValueError(f"input: expected a {self.ndim}D SparseConvTensor for {type(self).__name__}, got "
                              f"spatial_shape {x.spatial_shape}")
+        if x.features.shape[0] != x.indices.shape[0]:
+            # replace_feature accepts another row count (as spconv does); the indices must match by now
+            raise ValueError(f"input.features: expected {x.indices.shape[0]} rows (one per row of indices), got "
+                             f"{x.features.shape[0]}; after replace_feature with another row count, assign the "
+                             f"matching indices before running a layer")
         if x.features.shape[1] != self.in_channels:
             raise ValueError(f"input.features: expected {self.in_channels} channels (in_channels), "
                              f"got {x.features.shape[1]}")
@@ -164,6 +169,9 @@ class SparseConvolution(LayoutAware, SparseModule):
 
     def _inverse_data(self, x, cached) -> IndiceData:
         key = self.indice_key
+        if key is None:
+            raise ValueError(f"indice_key: {type(self).__name__} was built without one; an inverse convolution "
+                             f"needs the indice_key of the strided conv it inverts to run")
         if cached is None:
             raise ValueError(f"indice_key {key!r}: not found; {type(self).__name__} must follow a strided "
                              f"SparseConv with indice_key={key!r} applied to this tensor's history")

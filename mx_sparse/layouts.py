@@ -15,8 +15,7 @@ name       shape                       who writes it
 ``Cin`` is ``in_channels / groups``. On ``load_state_dict`` a sparse conv compares the
 checkpoint's weight shape with what each of ``RSCK``, ``KRSC`` and ``FLAT`` would look like
 for this layer. If exactly one interpretation fits (or all fitting ones give the same
-tensor) the weight is converted to the layer's own layout, with a one-line warning when a
-conversion happened. If several layouts fit and give different tensors (only possible when
+tensor) the weight is converted to the layer's own layout, silently: nothing is ambiguous. If several layouts fit and give different tensors (only possible when
 every dim is equal, e.g. ``Cin = Cout = 3`` with a 3x3x3 kernel), loading raises unless the
 layout is given: ``with mx_sparse.layouts.checkpoint_layout("KRSC"): model.load_state_dict(sd)``
 or ``mx_sparse.layouts.load_state_dict(model, sd, layout="KRSC")``. ``RSKC`` is never
@@ -26,7 +25,8 @@ State dicts written by mx_sparse record the layout in their metadata
 (``weight_layout``), so round trips never need guessing. Modules of the mmcv surface (and
 every sparse conv once mmdet3d's ``register_spconv2()`` has set ``SparseModule._version = 2``)
 also honour mmdet3d's convention: metadata ``version == 2`` means the weight was saved by
-spconv 2.x (``KRSC``), any other version means mmcv's own ``RSCK``.
+spconv 2.x (``KRSC``), any other version means mmcv's own ``RSCK``; where that convention
+decides between layouts that fit with different results, a one-line warning says so.
 """
 import contextlib
 import math
@@ -171,8 +171,9 @@ def scale_output_channels(module, scale: torch.Tensor) -> None:
 
 def _message(src, dst):
     # no per-layer text: Python shows an identical warning once, so a whole model gives one line
-    return (f"mx_sparse: sparse-conv checkpoint weights in {DESCRIPTION[src]} were converted to {DESCRIPTION[dst]} "
-            f"on load (state the layout with mx_sparse.layouts.checkpoint_layout to silence this)")
+    return (f"mx_sparse: sparse-conv checkpoint weights fit several layouts; mmdet3d's version mark chose "
+            f"{DESCRIPTION[src]} (converted to {DESCRIPTION[dst]}); if that is wrong, state the layout with "
+            f"mx_sparse.layouts.checkpoint_layout")
 
 
 def adapt_loaded_weight(module, state_dict, prefix: str, local_metadata: dict) -> None:
@@ -193,11 +194,17 @@ def adapt_loaded_weight(module, state_dict, prefix: str, local_metadata: dict) -
     if src is None and hint in LAYOUTS and list(w.shape) == layout_shape(hint, *geometry):
         src = hint
     mmdet3d_rule = getattr(module, "mmdet3d_version_rule", False) or getattr(type(module), "_version", 1) == 2
+    # Warned about: only a layout that a convention picked among several that fit with different
+    # results. A stated or recorded layout, or a shape only one layout fits, is not ambiguous.
+    ruled_ambiguity = False
     if src is None and mmdet3d_rule and local_metadata is not None:
         # mmdet3d: SparseModule._version == 2 marks spconv 2.x (KRSC) weights.
         implied = "KRSC" if local_metadata.get("version") == 2 else "RSCK"
         if list(w.shape) == layout_shape(implied, *geometry):
             src = implied
+            chosen = convert_weight(w, implied, own, module.kernel_size, quirk)
+            ruled_ambiguity = any(not torch.equal(chosen, convert_weight(w, lay, own, module.kernel_size, quirk))
+                                  for lay in detect_layouts(w.shape, *geometry) if lay != implied)
     if src is None:
         fits = detect_layouts(w.shape, *geometry)
         if not fits:
@@ -217,7 +224,7 @@ def adapt_loaded_weight(module, state_dict, prefix: str, local_metadata: dict) -
         raise ValueError(f"{key}: checkpoint weight shape {list(w.shape)} is not {DESCRIPTION[src]} for this layer "
                          f"(expected {layout_shape(src, *geometry)})")
     state_dict[key] = convert_weight(w, src, own, module.kernel_size, quirk)
-    if list(state_dict[key].shape) == target:
+    if ruled_ambiguity and list(state_dict[key].shape) == target:
         warnings.warn(_message(src, own), stacklevel=2)
 
 

@@ -1,6 +1,7 @@
 """SparseConvTensor: active voxels as ``features [N, C]`` and ``indices [N, 1+ndim]``
 (rows ``(batch, *spatial)``, int32), plus the grid they live in and the cache of
 neighbor maps shared by every layer that processes them (``indice_dict``)."""
+import copy
 import math
 from typing import List, Optional, Sequence
 
@@ -55,8 +56,15 @@ class SparseConvTensor:
         return out
 
     def replace_feature(self, features: torch.Tensor) -> "SparseConvTensor":
-        """Same voxels and cached maps, new features."""
-        return self.derive(features, self.indices, self.spatial_shape)
+        """Same voxels and cached maps, new features. As in spconv 2.3.8 the row count may differ
+        from the indices' (VoxelNeXt and Pointcept replace the features, then assign matching
+        indices); a layer run while they still differ raises. Like spconv, anything but a 2-D
+        tensor is rejected here, as are a device other than the indices' and a non-float dtype."""
+        rows = features.shape[0] if isinstance(features, torch.Tensor) and features.dim() == 2 else -1
+        out = copy.copy(self)   # every field (and subclass field) shared, as derive() shares them
+        out._features = validation.features(features, rows, self.indices.device)
+        mark_voxels_dynamic(out._features)
+        return out
 
     def dense(self, channels_first: bool = True) -> torch.Tensor:
         """``[B, C, *spatial]`` (or ``[B, *spatial, C]``); inactive voxels are zero."""

@@ -22,6 +22,7 @@ _SPCONV = {
     "spconv.pytorch.constants": "mx_sparse.compat.spconv2.pytorch.constants",
     "spconv.pytorch.utils": "mx_sparse.compat.spconv2.pytorch.utils",
     "spconv.utils": "mx_sparse.compat.spconv2.utils",
+    "spconv.test_utils": "mx_sparse.compat.spconv2.test_utils",
 }
 _MX_DRIVING = {
     "mx_driving": "mx_sparse.compat.mx_driving",

@@ -15,8 +15,21 @@ import torch
 real = pytest.importorskip("spconv.pytorch")   # imported before any test patches sys.modules
 import spconv.pytorch.ops as _real_ops  # noqa: E402
 
-if getattr(real, "__file__", "").find("mx_sparse") >= 0:
-    raise RuntimeError("tests/compat: the real spconv must be importable (it is the oracle)")
+
+
+def _is_our_surface(module) -> bool:
+    """True when ``module`` is mx_sparse's spconv surface (``patch_spconv()`` put it in
+    sys.modules) rather than the installed spconv. Decided by identity: the module's name
+    and the package it was loaded from, never by searching its file path for "mx_sparse"
+    (a clone folder named mx_sparse puts that text in every path of its .venv)."""
+    import mx_sparse.compat.spconv2.pytorch as surface
+    return module is surface or getattr(module, "__name__", "").startswith("mx_sparse.") or \
+        (getattr(module, "__spec__", None) is not None and module.__spec__.name.startswith("mx_sparse."))
+
+
+if _is_our_surface(real):
+    raise RuntimeError("tests/compat: the real spconv must be importable (it is the oracle); "
+                       "spconv.pytorch resolved to mx_sparse's surface")
 _real_ops.get_current_stream = lambda: 0
 for _mod in ("spconv.pytorch.functional", "spconv.pytorch.pool", "spconv.pytorch.conv"):
     _m = __import__(_mod, fromlist=["x"])

@@ -2,7 +2,7 @@
 # Runs DrivingSDK's own sparse-convolution tests (Ascend/DrivingSDK, tests/torch) unmodified
 # against mx_sparse on CPU:
 #   bash tests/compat/run_drivingsdk_tests.sh DRIVINGSDK_DIR [pytest args]
-# DRIVINGSDK_DIR is a checkout (e.g. git -C <bare repo> archive HEAD | tar -x -C DIR).
+# DRIVINGSDK_DIR is a checkout (git clone https://github.com/Ascend/DrivingSDK DIR, or any source tree).
 # torch_npu is a test-only stand-in (tests/compat/drivingsdk/torch_npu), mx_driving is
 # mx_sparse's surface (mx_sparse.patch_mx_driving()); cases too large for this machine are
 # scaled as tests/compat/drivingsdk/drivingsdk_plugin.py documents. Golden caches go to a

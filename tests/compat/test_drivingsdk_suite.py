@@ -11,8 +11,8 @@ SDK = os.environ.get("MXS_DRIVINGSDK")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-@pytest.mark.skipif(not SDK, reason="set MXS_DRIVINGSDK to a DrivingSDK checkout (e.g. git -C <bare repo> archive "
-                                    "HEAD | tar -x -C DIR) to run its sparse-convolution tests on mx_sparse")
+@pytest.mark.skipif(not SDK, reason="set MXS_DRIVINGSDK to a DrivingSDK checkout (git clone "
+                                    "https://github.com/Ascend/DrivingSDK DIR) to run its sparse-convolution tests on mx_sparse")
 def test_drivingsdk_sparse_conv_tests_pass():
     out = subprocess.run(["bash", os.path.join(HERE, "run_drivingsdk_tests.sh"), SDK], capture_output=True, text=True,
                          timeout=7200)

@@ -100,8 +100,8 @@ def test_spconv_checkpoint_into_mx_sparse_layout(name):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         net_m.load_state_dict(net_r.state_dict(), strict=True)
-    msgs = {str(w.message) for w in caught if "mx_sparse" in str(w.message)}
-    assert len(msgs) == 1 and "KRSC" in msgs.pop()
+    # every shape fits one layout (KRSC): converted without a warning
+    assert not [w for w in caught if "mx_sparse" in str(w.message)]
     with torch.no_grad():
         with oracle():
             y_r = net_r(real.SparseConvTensor(f, idx, shape, 2))

@@ -65,9 +65,6 @@ class SparseConvTensor(_CoreTensor):
         out.int8_scale = self.int8_scale
         return out
 
-    def replace_feature(self, feature: torch.Tensor) -> "SparseConvTensor":
-        return self.derive(feature, self.indices, self.spatial_shape)
-
     def shadow_copy(self) -> "SparseConvTensor":
         """A new tensor sharing every member (features, indices, map cache)."""
         return self.derive(self.features, self.indices, self.spatial_shape)
