@@ -1,20 +1,26 @@
 """Sparse convolutions against dense float64 torch convolutions (the independent
 reference in dense_reference.py): output voxel sets, values, and the gradients of
-features, weight and bias, over a grid of kernel/stride/padding/dilation/groups."""
+features, weight and bias, over a grid of kernel/stride/padding/dilation/groups.
+
+Through the NPU path on CPU (MXS_NPU_ON_CPU=1, tests/ascend/test_npu_on_cpu.py) the grid runs in
+float32 (DTYPE): the AscendC kernels have no float64 path; the dense reference then runs in float32
+too and the float32 tolerances apply."""
 import itertools
 
 import pytest
 import torch
 
 import mx_sparse
+from mx_sparse._accelerator import registration
 from dense_reference import conv_reference, inverse_reference, subm_reference
 from helpers import random_features, random_voxels, rows_as_set
 
 SHAPE3 = [6, 7, 8]
 BATCH = 3  # sample 1 is empty
+DTYPE = torch.float32 if registration.npu_on_cpu_requested() else torch.float64
 
 
-def make_input(shape=SHAPE3, batch=BATCH, cin=4, dtype=torch.float64, seed=0):
+def make_input(shape=SHAPE3, batch=BATCH, cin=4, dtype=DTYPE, seed=0):
     idx = random_voxels(shape, batch, density=0.25, empty_batches=(1,), seed=seed)
     feats = random_features(idx.shape[0], cin, dtype, seed + 1).requires_grad_()
     return mx_sparse.SparseConvTensor(feats, idx, shape, batch)
@@ -26,7 +32,7 @@ def grads(outputs, params, seed=5):
     return torch.autograd.grad(outputs, params, upstream, allow_unused=True)
 
 
-def assert_close(a, b, dtype=torch.float64):
+def assert_close(a, b, dtype=DTYPE):
     tol = {torch.float64: (1e-10, 1e-10), torch.float32: (1e-4, 1e-5), torch.float16: (1e-2, 1e-2),
            torch.bfloat16: (5e-2, 5e-2)}[dtype]
     torch.testing.assert_close(a.double(), b.double(), rtol=tol[0], atol=tol[1] * max(1.0, b.abs().max().item()))
@@ -41,7 +47,7 @@ GROUPS = [(4, 6, 1), (4, 6, 2), (4, 4, 4)]  # (cin, cout, groups); last is depth
 @pytest.mark.parametrize("cin,cout,groups", GROUPS)
 def test_subm_matches_dense(kernel, dilation, cin, cout, groups):
     x = make_input(cin=cin)
-    conv = mx_sparse.SubMConv3d(cin, cout, kernel, dilation=dilation, groups=groups).double()
+    conv = mx_sparse.SubMConv3d(cin, cout, kernel, dilation=dilation, groups=groups).to(DTYPE)
     y = conv(x)
     assert torch.equal(y.indices, x.indices)  # submanifold keeps the input order
     ref = subm_reference(x.features, x.indices, SHAPE3, BATCH, conv.weight, conv.bias, conv.dilation, groups)
@@ -58,7 +64,7 @@ STRIDED = [(k, s, p, d) for k, s, p, d in itertools.product(
 @pytest.mark.parametrize("kernel,stride,padding,dilation", STRIDED)
 def test_strided_conv_matches_dense(kernel, stride, padding, dilation):
     x = make_input(cin=4)
-    conv = mx_sparse.SparseConv3d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation, groups=2).double()
+    conv = mx_sparse.SparseConv3d(4, 6, kernel, stride=stride, padding=padding, dilation=dilation, groups=2).to(DTYPE)
     y = conv(x)
     ref, ref_idx, ref_shape = conv_reference(x.features, x.indices, SHAPE3, BATCH, conv.weight, conv.bias,
                                              conv.stride, conv.padding, conv.dilation, 2)
@@ -76,8 +82,8 @@ def test_strided_conv_matches_dense(kernel, stride, padding, dilation):
 def test_inverse_conv_matches_dense(kernel, stride, padding, dilation, cin, cout, groups):
     x = make_input(cin=4)
     down = mx_sparse.SparseConv3d(4, cin, kernel, stride=stride, padding=padding, dilation=dilation,
-                                  indice_key="down").double()
-    up = mx_sparse.SparseInverseConv3d(cin, cout, kernel, groups=groups, indice_key="down").double()
+                                  indice_key="down").to(DTYPE)
+    up = mx_sparse.SparseInverseConv3d(cin, cout, kernel, groups=groups, indice_key="down").to(DTYPE)
     mid = down(x)
     mid_feats = mid.features.detach().requires_grad_()
     y = up(mid.replace_feature(mid_feats))
@@ -122,12 +128,12 @@ def test_reduced_precision_against_float64(dtype, kind):
 def test_other_ranks_match_dense(ndim, shape):
     from dense_reference import conv_reference as conv_ref
     idx = random_voxels(shape, 2, density=0.3, seed=7)
-    feats = random_features(idx.shape[0], 3).requires_grad_()
+    feats = random_features(idx.shape[0], 3, DTYPE).requires_grad_()
     x = mx_sparse.SparseConvTensor(feats, idx, shape, 2)
-    subm = mx_sparse.SparseConvolution(ndim, 3, 5, 3, subm=True).double()
+    subm = mx_sparse.SparseConvolution(ndim, 3, 5, 3, subm=True).to(DTYPE)
     ref = subm_reference(feats, idx, shape, 2, subm.weight, subm.bias, subm.dilation, 1)
     assert_close(subm(x).features, ref)
-    conv = mx_sparse.SparseConvolution(ndim, 3, 5, 3, stride=2, padding=1).double()
+    conv = mx_sparse.SparseConvolution(ndim, 3, 5, 3, stride=2, padding=1).to(DTYPE)
     y = conv(x)
     ref, ref_idx, _ = conv_ref(feats, idx, shape, 2, conv.weight, conv.bias, conv.stride, conv.padding,
                                conv.dilation, 1)
