@@ -13,14 +13,38 @@ import torch
 from . import _C
 from .version import __version__
 
-# Environment switches mx_sparse reads, with what setting them does.
+# Environment variables mx_sparse reads, with what setting them does. The on/off switches
+# (ON_OFF_SWITCHES) take 1/true/on/yes or 0/false/off/no, parsed by one function in C++
+# (kernels/cpu/env_switch.h), which the kernels use directly and Python through env_switch().
 SWITCHES = {
-    "MXS_CPU_PORTABLE": "1 keeps every CPU kernel on its portable C++ path (read when the extension loads)",
-    "MXS_DISABLE_AMX": "1 turns the AMX bfloat16 kernel off",
-    "MXS_CPU_POOL": "0 turns the CPU large-tensor pool off (read at the first large tensor)",
+    "MXS_CPU_PORTABLE": "on keeps every CPU kernel on its portable C++ path (read when the extension loads)",
+    "MXS_DISABLE_AMX": "on turns the AMX bfloat16 kernel off",
+    "MXS_CPU_POOL": "off turns the CPU large-tensor pool off (read at the first large tensor; default on)",
     "MXS_CPU_POOL_KEEP_MB": "freed MiB the CPU pool keeps resident (default 256)",
-    "MXS_CUDA_ON_CPU": "1 runs the CUDA backend (Triton kernels interpreted) for CPU tensors (read at import)",
+    "MXS_CUDA_ON_CPU": "on runs the CUDA backend (Triton kernels interpreted) for CPU tensors (read at import)",
 }
+ON_OFF_SWITCHES = {"MXS_CPU_PORTABLE": False, "MXS_DISABLE_AMX": False, "MXS_CPU_POOL": True, "MXS_CUDA_ON_CPU": False}
+
+
+def env_switch(name: str, default: bool = False) -> bool:
+    """The on/off environment switch ``name``: 1, true, on, yes -> True; 0, false, off, no -> False
+    (any case); unset or empty -> ``default``; any other value -> ValueError naming the variable and
+    the allowed values. The C++ parser the kernels use (one set of rules for every switch)."""
+    return _C.env_switch(name, default)
+
+
+def _switch_state(name: str) -> str:
+    """'on' / 'off' as mx_sparse reads the switch now, or why the value is refused."""
+    try:
+        return "on" if env_switch(name, ON_OFF_SWITCHES[name]) else "off"
+    except ValueError as e:
+        return f"invalid: {e}"
+
+
+def _escaped(value: str) -> str:
+    """An environment value shown on one line: control characters (a newline could otherwise
+    forge a line of the report) and backslashes escaped."""
+    return value.encode("unicode_escape").decode("ascii")
 _BACKEND_KEYS = (("CPU", "CPU"), ("CUDA", "CUDA"), ("NPU", "PrivateUse1"))
 _ISA_NAMES = {"avx512": "AVX-512", "amx": "AMX", "generic": "portable"}
 
@@ -65,6 +89,7 @@ def config() -> Dict[str, object]:
         "npu_binding": npu_lib[0] if npu_lib else None,
         "ascend_custom_opp_path": os.environ.get("ASCEND_CUSTOM_OPP_PATH"),
         "switches": {name: os.environ.get(name) for name in SWITCHES},
+        "switch_states": {name: _switch_state(name) for name in ON_OFF_SWITCHES},
         "other_env": {k: v for k, v in sorted(os.environ.items())
                       if (k.startswith("MXS_") and k not in SWITCHES) or k == "TRITON_INTERPRET"},
     }
@@ -100,10 +125,11 @@ def format_config(c: Dict[str, object]) -> str:
         "environment switches:",
     ]
     for name, value in c["switches"].items():
-        lines.append(f"  {name}={value if value is not None else ''}{'' if value is not None else '(unset)'}"
-                     f"  -- {SWITCHES[name]}")
+        state = c["switch_states"].get(name)
+        lines.append(f"  {name}={_escaped(value) if value is not None else '(unset)'}"
+                     f"{f' [{_escaped(state)}]' if state else ''}  -- {SWITCHES[name]}")
     for name, value in c["other_env"].items():
-        lines.append(f"  {name}={value}")
+        lines.append(f"  {name}={_escaped(value)}")
     return "\n".join(lines)
 
 
@@ -112,4 +138,12 @@ def show_config(file: Optional[TextIO] = None) -> None:
     (CPU: the gather_mm kernel each dtype runs on -- AVX-512, AMX or portable; CUDA: whether
     torch has CUDA and triton is installed; NPU: torch_npu, mx_sparse's NPU binding and the
     custom-op package), and the environment switches in effect."""
-    print(format_config(config()), file=file or sys.stdout)
+    out = file or sys.stdout
+    try:
+        print(format_config(config()), file=out)
+        out.flush()
+    except BrokenPipeError:
+        # the reader went away (python -m mx_sparse | head -1): nothing left to say, no traceback;
+        # stdout is pointed at /dev/null so the interpreter's final flush does not raise again
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

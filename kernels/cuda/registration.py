@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from . import batch_norm_relu, gather_mm, neighbor_map, packed_map
+from . import batch_norm_relu, gather_mm, neighbor_map, packed_map, sparse_pool
 
 IMPLEMENTATIONS = {
     "build_subm_map": neighbor_map.build_subm_map,
@@ -26,6 +26,10 @@ IMPLEMENTATIONS = {
     "batch_norm_relu_forward": batch_norm_relu.batch_norm_relu_forward,
     "scale_shift_relu": batch_norm_relu.scale_shift_relu,
     "batch_norm_relu_backward": batch_norm_relu.batch_norm_relu_backward,
+    "sparse_max_pool": sparse_pool.sparse_max_pool,
+    "sparse_max_pool_backward": sparse_pool.sparse_max_pool_backward,
+    "sparse_avg_pool": sparse_pool.sparse_avg_pool,
+    "sparse_avg_pool_backward": sparse_pool.sparse_avg_pool_backward,
 }
 
 def _voxelize_cuda_path():
@@ -41,13 +45,18 @@ _libraries = []  # registrations last as long as their Library object
 
 
 def on_cpu_requested() -> bool:
-    return os.environ.get(ON_CPU_ENV, "0") not in ("", "0")
+    from .. import _C   # the one switch parser (kernels/cpu/env_switch.h): "false" or "off" is off
+    return _C.env_switch(ON_CPU_ENV, False)
 
 
 def _prepare_interpreter():
     """CPU tensors can run Triton kernels only in Triton's interpreter, which must be chosen
     before triton is imported (triton.language's own helpers are compiled at import)."""
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    value = os.environ.setdefault("TRITON_INTERPRET", "1")
+    if value.strip().lower() in ("", "0", "false", "off", "no"):
+        warnings.warn(f"{ON_CPU_ENV}=1 needs Triton's interpreter, but TRITON_INTERPRET={value!r} turns it off: "
+                      f"every Triton kernel on a CPU tensor will fail; unset TRITON_INTERPRET or set it to 1",
+                      RuntimeWarning, stacklevel=2)
     import sys
     if "triton" in sys.modules:
         from triton import knobs

@@ -2,6 +2,7 @@
 // static TORCH_LIBRARY registrations of every linked backend.
 #include <torch/extension.h>
 
+#include "cpu/env_switch.h"
 #include "cpu/large_tensor_pool.h"
 #include "ops/index_checks_generic.h"
 #include "ops/transpose_map_generic.h"
@@ -32,6 +33,16 @@ std::vector<std::string> compiled_backends() {
   return b;
 }
 
+// mxs::parse_switch with its c10::ValueError raised as Python's ValueError (also while the
+// module initialises, before torch's translators would see it); raw == nullptr: unset.
+bool checked_switch(const char* name, const char* raw, bool fallback) {
+  try {
+    return mxs::parse_switch(name, raw, fallback);
+  } catch (const c10::ValueError& e) {
+    throw py::value_error(e.what_without_backtrace());
+  }
+}
+
 std::map<std::string, int64_t> cpu_pool_stats() {
   const mxs::LargeTensorPoolStats s = mxs::large_tensor_pool_stats();
   return {{"live_bytes", s.live_bytes},         {"peak_live_bytes", s.peak_live_bytes},
@@ -43,6 +54,17 @@ std::map<std::string, int64_t> cpu_pool_stats() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "mx_sparse compiled operators (registered as torch.ops.mx_sparse.*)";
+  // The kernels read these switches on first use; a value env_switch.h does not accept fails
+  // the import here (ValueError naming the variable), not some later kernel call.
+  for (const char* name : {"MXS_CPU_PORTABLE", "MXS_DISABLE_AMX", "MXS_CPU_POOL"}) checked_switch(name, std::getenv(name), false);
+  m.def("env_switch", [](const std::string& name, bool fallback) {
+    return checked_switch(name.c_str(), std::getenv(name.c_str()), fallback);
+  }, "The on/off environment switch `name` (1/true/on/yes, 0/false/off/no; unset or empty: fallback); "
+     "ValueError naming it for any other value", py::arg("name"), py::arg("fallback") = false);
+  m.def("parse_switch", [](const std::string& name, std::optional<std::string> value, bool fallback) {
+    return checked_switch(name.c_str(), value ? value->c_str() : nullptr, fallback);
+  }, "env_switch's rules applied to `value` (None: unset)", py::arg("name"), py::arg("value"),
+        py::arg("fallback") = false);
   m.def("compiled_backends", &compiled_backends, "Backends compiled into this build");
   m.def("cpu_gemm_kernels", &cpu_gemm_kernels, "CPU gather_mm kernel per dtype on this machine");
   m.def("cpu_pool_stats", &cpu_pool_stats, "Bytes and counts of the CPU large-tensor pool");
