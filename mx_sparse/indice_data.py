@@ -95,13 +95,16 @@ class IndiceData:
 def contents_token(indices: torch.Tensor):
     """A cheap stand-in for the current values of ``indices``: its version counter, which every
     in-place write bumps (views share it). Inference tensors have none (they can be written in
-    place only inside inference_mode): there a position-weighted checksum of the values, one pass
-    over the int32 rows. None while compiling (the compiled graph does not mutate its inputs'
+    place only inside inference_mode): there, on the CPU, a position-weighted checksum of the
+    values, one pass over the int32 rows; on an accelerator None (a checksum would wait for the
+    device at every layer). None while compiling (the compiled graph does not mutate its inputs'
     indices, and fake tensors have no values to check)."""
     if is_compiling():
         return None
     if not indices.is_inference():
         return ("version", indices._version)
+    if indices.device.type != "cpu":
+        return None
     flat = indices.reshape(-1).long()
     weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.long)
     return ("checksum", tuple(indices.shape), int((flat * weights).sum()), int(flat.sum()))
