@@ -118,6 +118,32 @@ def _batch_norm_relu_backward_fake(grad, input, mean, invstd, weight, scale, shi
     return torch.empty_like(input), input.new_empty((c,)), input.new_empty((c,))
 
 
+def pool_offset_dtype(kvol):
+    """The dtype of sparse_max_pool's argmax (kernel offsets and -1) for a map of kvol offsets."""
+    return torch.int8 if kvol <= 127 else torch.int16 if kvol <= 32767 else torch.int32
+
+
+@_register_fake("sparse_max_pool")
+def _sparse_max_pool_fake(features, nbr):
+    shape = (nbr.shape[0], features.shape[1])
+    return features.new_empty(shape), features.new_empty(shape, dtype=pool_offset_dtype(nbr.shape[1]))
+
+
+@_register_fake("sparse_max_pool_backward")
+def _sparse_max_pool_backward_fake(grad, argmax, nbr, num_rows):
+    return grad.new_empty((num_rows, grad.shape[1]))
+
+
+@_register_fake("sparse_avg_pool")
+def _sparse_avg_pool_fake(features, nbr):
+    return features.new_empty((nbr.shape[0], features.shape[1]))
+
+
+@_register_fake("sparse_avg_pool_backward")
+def _sparse_avg_pool_backward_fake(grad, nbr, num_rows):
+    return grad.new_empty((num_rows, grad.shape[1]))
+
+
 @_register_fake("voxelize_dynamic")
 def _voxelize_dynamic_fake(points, batch, voxel_size, point_cloud_range):
     m = _data_dependent_size()

@@ -88,6 +88,10 @@ def batch_norm_relu(x: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
     use_running = not bn.training or bn.track_running_stats
     running = (bn.running_mean, bn.running_var) if use_running else (None, None)
     gamma, beta = (bn.weight, bn.bias) if bn.affine else (None, None)
+    if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in (x, gamma, beta)):
+        # nothing to differentiate (inference_mode, no_grad, frozen layers): the kernel alone, without a
+        # graph node or a recipe (no backward will recompute y; inference tensors have no version counter)
+        return ops.batch_norm_relu_forward(x, gamma, beta, *running, batch_stats, momentum, bn.eps)[0]
     return _BatchNormReLU.apply(x, gamma, beta, *running, batch_stats, momentum, bn.eps)
 
 
@@ -102,7 +106,8 @@ class _BatchNormReLU(torch.autograd.Function):
             x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps)
         ctx.save_for_backward(x, gamma, mean, invstd, scale, shift)
         ctx.batch_stats = batch_stats
-        _RECIPES[y] = Recipe(x, x._version, y._version, scale, shift)
+        if not x.is_inference():   # an inference tensor cannot be saved: torch says so after forward returns
+            _RECIPES[y] = Recipe(x, x._version, y._version, scale, shift)
         return y
 
     @staticmethod

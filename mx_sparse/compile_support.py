@@ -61,7 +61,17 @@ def check_batch_norm_rows(module, features: torch.Tensor) -> None:
     if is_compiling() and isinstance(module, torch.nn.modules.batchnorm._BatchNorm) \
             and not isinstance(module, torch.nn.SyncBatchNorm):
         if module.training:
-            torch._check(features.shape[0] >= 2,
-                         lambda: "input: BatchNorm in training mode needs more than one voxel (torch.compile)")
+            _check_rows(features.shape[0] >= 2, "input: BatchNorm in training mode needs more than one voxel "
+                                                "(torch.compile)")
         else:
-            torch._check(features.shape[0] >= 1, lambda: "input: BatchNorm needs at least one voxel (torch.compile)")
+            _check_rows(features.shape[0] >= 1, "input: BatchNorm needs at least one voxel (torch.compile)")
+
+
+def _check_rows(cond, message: str) -> None:
+    """torch._check with a message, except under torch.export: strict export (dynamo) fails on the
+    message callable once the voxel count is a dynamic dimension ("'function' object has no
+    attribute 'is_quantized'"), so there the check goes in without one."""
+    if torch.compiler.is_exporting():
+        torch._check(cond)
+    else:
+        torch._check(cond, lambda: message)

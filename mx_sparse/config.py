@@ -14,14 +14,41 @@ from . import _C
 from ._ops import has_kernel
 from .version import __version__
 
-# Environment switches mx_sparse reads, with what setting them does.
+# Environment variables mx_sparse reads, with what setting them does. The on/off switches
+# (ON_OFF_SWITCHES) take 1/true/on/yes or 0/false/off/no, parsed by one function in C++
+# (kernels/cpu/env_switch.h), which the kernels use directly and Python through env_switch().
 SWITCHES = {
-    "MXS_CPU_PORTABLE": "1 keeps every CPU kernel on its portable C++ path (read when the extension loads)",
-    "MXS_DISABLE_AMX": "1 turns the AMX bfloat16 kernel off",
-    "MXS_CPU_POOL": "0 turns the CPU large-tensor pool off (read at the first large tensor)",
+    "MXS_CPU_PORTABLE": "on keeps every CPU kernel on its portable C++ path (read when the extension loads)",
+    "MXS_DISABLE_AMX": "on turns the AMX bfloat16 kernel off",
+    "MXS_CPU_POOL": "off turns the CPU large-tensor pool off (read at the first large tensor; default on)",
     "MXS_CPU_POOL_KEEP_MB": "freed MiB the CPU pool keeps resident (default 256)",
-    "MXS_CUDA_ON_CPU": "1 runs the CUDA backend (Triton kernels interpreted) for CPU tensors (read at import)",
+    "MXS_CUDA_ON_CPU": "on runs the CUDA backend (Triton kernels interpreted) for CPU tensors (read at import)",
+    "MXS_NPU_ON_CPU": "on runs the NPU backend (its orchestration, the AscendC kernels in the emulator) for CPU "
+                      "tensors (read at import)",
 }
+ON_OFF_SWITCHES = {"MXS_CPU_PORTABLE": False, "MXS_DISABLE_AMX": False, "MXS_CPU_POOL": True, "MXS_CUDA_ON_CPU": False,
+                   "MXS_NPU_ON_CPU": False}
+
+
+def env_switch(name: str, default: bool = False) -> bool:
+    """The on/off environment switch ``name``: 1, true, on, yes -> True; 0, false, off, no -> False
+    (any case); unset or empty -> ``default``; any other value -> ValueError naming the variable and
+    the allowed values. The C++ parser the kernels use (one set of rules for every switch)."""
+    return _C.env_switch(name, default)
+
+
+def _switch_state(name: str) -> str:
+    """'on' / 'off' as mx_sparse reads the switch now, or why the value is refused."""
+    try:
+        return "on" if env_switch(name, ON_OFF_SWITCHES[name]) else "off"
+    except ValueError as e:
+        return f"invalid: {e}"
+
+
+def _escaped(value: str) -> str:
+    """An environment value shown on one line: control characters (a newline could otherwise
+    forge a line of the report) and backslashes escaped."""
+    return value.encode("unicode_escape").decode("ascii")
 _BACKEND_KEYS = (("CPU", "CPU"), ("CUDA", "CUDA"), ("NPU", "PrivateUse1"))
 _ISA_NAMES = {"avx512": "AVX-512", "amx": "AMX", "generic": "portable"}
 
@@ -84,6 +111,7 @@ def config() -> Dict[str, object]:
         "npu_binding": npu_lib[0] if npu_lib else None,
         "ascend_custom_opp_path": os.environ.get("ASCEND_CUSTOM_OPP_PATH"),
         "switches": {name: os.environ.get(name) for name in SWITCHES},
+        "switch_states": {name: _switch_state(name) for name in ON_OFF_SWITCHES},
         "other_env": {k: v for k, v in sorted(os.environ.items())
                       if (k.startswith("MXS_") and k not in SWITCHES) or k == "TRITON_INTERPRET"},
     }
@@ -102,6 +130,11 @@ def format_config(c: Dict[str, object]) -> str:
     cuda = "available" if c["cuda_available"] else \
         ("not available" if c["torch_cuda"] else "not available (CPU build of torch)")
 
+    # MXS_NPU_ON_CPU=1: CPU tensors run the NPU implementations (the orchestration, the AscendC kernels
+    # in the emulator, voxelization's torch-operator version): every op, emulated on CPU
+    npu_ops = (f"all {len(declared)} ops (emulated on CPU)" if c["switch_states"].get("MXS_NPU_ON_CPU") == "on"
+               else _kernel_line(k["NPU"], declared))
+
     def generic(device):   # the voxelization ops' torch-operator implementation
         return "; voxelize_* on torch's own operators" if "voxelize_hard" in k[device] else ""
 
@@ -113,16 +146,17 @@ def format_config(c: Dict[str, object]) -> str:
         + ", ".join(f"{dtype} {isa}" for dtype, isa in c["cpu_gemm"].items()),
         f"  CUDA  {_kernel_line(k['CUDA'], declared)}; torch CUDA {cuda}; "
         f"triton {c['triton'] or 'not installed'}{generic('CUDA')}",
-        f"  NPU   {_kernel_line(k['NPU'], declared)}; torch_npu {c['torch_npu'] or 'not installed'}; "
+        f"  NPU   {npu_ops}; torch_npu {c['torch_npu'] or 'not installed'}; "
         f"mx_sparse NPU binding {c['npu_binding'] or 'not built'}; "
         f"custom-op package (ASCEND_CUSTOM_OPP_PATH) {c['ascend_custom_opp_path'] or 'not set'}{generic('NPU')}",
         "environment switches:",
     ]
     for name, value in c["switches"].items():
-        lines.append(f"  {name}={value if value is not None else ''}{'' if value is not None else '(unset)'}"
-                     f"  -- {SWITCHES[name]}")
+        state = c["switch_states"].get(name)
+        lines.append(f"  {name}={_escaped(value) if value is not None else '(unset)'}"
+                     f"{f' [{_escaped(state)}]' if state else ''}  -- {SWITCHES[name]}")
     for name, value in c["other_env"].items():
-        lines.append(f"  {name}={value}")
+        lines.append(f"  {name}={_escaped(value)}")
     return "\n".join(lines)
 
 
@@ -131,8 +165,15 @@ def show_config(file: Optional[TextIO] = None) -> None:
     (CPU: the gather_mm kernel each dtype runs on -- AVX-512, AMX or portable; CUDA: whether
     torch has CUDA and triton is installed; NPU: torch_npu, mx_sparse's NPU binding and the
     custom-op package), and the environment switches in effect."""
-    print(format_config(config()), file=file or sys.stdout)
-    # Ascend: CANN / op package / binding found, built, loaded, and the fix for what is missing
-    from .ascend_build_info import report_lines
-    print("\n".join(["Ascend build (kernels/ascend/build.sh):"] + ["  " + line for line in report_lines()]),
-          file=file or sys.stdout)
+    out = file or sys.stdout
+    try:
+        print(format_config(config()), file=out)
+        # Ascend: CANN / op package / binding found, built, loaded, and the fix for what is missing
+        from .ascend_build_info import report_lines
+        print("\n".join(["Ascend build (kernels/ascend/build.sh):"] + ["  " + line for line in report_lines()]), file=out)
+        out.flush()
+    except BrokenPipeError:
+        # the reader went away (python -m mx_sparse | head -1): nothing left to say, no traceback;
+        # stdout is pointed at /dev/null so the interpreter's final flush does not raise again
+        if out is sys.stdout:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

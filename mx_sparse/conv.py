@@ -166,6 +166,7 @@ class SparseConvolution(LayoutAware, SparseModule):
             raise ValueError(f"indice_key {key!r}: the cached map was built for other voxels "
                              f"(spatial_shape {cached.in_spatial_shape}, {cached.in_indices.shape[0]} voxels); "
                              f"this input has spatial_shape {x.spatial_shape}, {x.indices.shape[0]} voxels")
+        cached.check_reusable(key, x.indices, x.batch_size)
 
     def _inverse_data(self, x, cached) -> IndiceData:
         key = self.indice_key
@@ -185,6 +186,7 @@ class SparseConvolution(LayoutAware, SparseModule):
             raise ValueError(f"indice_key {key!r}: input voxels differ from the output voxels of the conv "
                              f"being inverted ({cached.out_indices.shape[0]} voxels in {cached.out_spatial_shape}, "
                              f"got {x.indices.shape[0]} in {x.spatial_shape})")
+        cached.check_reusable(key, x.indices, x.batch_size, side="out")
         return cached
 
 

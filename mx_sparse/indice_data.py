@@ -6,6 +6,7 @@ import torch
 
 from . import _contract
 from . import functional as F
+from .compile_support import is_compiling
 from .packed_map import HeldMap
 
 
@@ -23,6 +24,9 @@ class IndiceData:
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
         self._nbr = HeldMap(nbr)
         self._nbr_t: Optional[HeldMap] = None
+        # what the map was built from, to refuse reusing it for anything else (check_reusable)
+        self.batch_size: Optional[int] = None
+        self._in_token, self._out_token = contents_token(in_indices), contents_token(out_indices)
 
     @property
     def nbr(self) -> torch.Tensor:
@@ -66,9 +70,45 @@ class IndiceData:
         if self._nbr_t is not None:
             self._nbr_t.release()
 
+    def check_reusable(self, key, indices: torch.Tensor, batch_size: int, side: str = "in") -> None:
+        """ValueError unless ``indices`` (already the same voxels as this map's ``side`` indices:
+        same tensor or equal values) still holds what the map was built from, and ``batch_size``
+        covers its batch indices. Cheap: a version counter compare (an in-place write to the
+        indices bumps it), no pass over the indices on the usual path."""
+        token = self._in_token if side == "in" else self._out_token
+        if token is not None and token != contents_token(indices):
+            raise ValueError(f"indice_key {key!r}: the indices were modified in place after the cached map was built "
+                             f"from them; build a new SparseConvTensor from the new indices (its maps are built "
+                             f"again), or use another indice_key")
+        if self.batch_size is not None and batch_size < self.batch_size and indices.shape[0] > 0 \
+                and not is_compiling():
+            highest = int(indices[:, 0].max())
+            if highest >= batch_size:
+                raise ValueError(f"batch_size: expected more than {highest} (the highest batch index of the indices, "
+                                 f"with which the map of indice_key {key!r} was built for batch_size "
+                                 f"{self.batch_size}), got {batch_size}")
+
     def describe(self) -> str:
         return (f"{self.kind} map (kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"dilation={self.dilation}, spatial_shape={self.in_spatial_shape})")
+
+
+def contents_token(indices: torch.Tensor):
+    """A cheap stand-in for the current values of ``indices``: its version counter, which every
+    in-place write bumps (views share it). Inference tensors have none (they can be written in
+    place only inside inference_mode): there, on the CPU, a position-weighted checksum of the
+    values, one pass over the int32 rows; on an accelerator None (a checksum would wait for the
+    device at every layer). None while compiling (the compiled graph does not mutate its inputs'
+    indices, and fake tensors have no values to check)."""
+    if is_compiling():
+        return None
+    if not indices.is_inference():
+        return ("version", indices._version)
+    if indices.device.type != "cpu":
+        return None
+    flat = indices.reshape(-1).long()
+    weights = torch.arange(1, flat.numel() + 1, device=flat.device, dtype=torch.long)
+    return ("checksum", tuple(indices.shape), int((flat * weights).sum()), int(flat.sum()))
 
 
 def same_voxels(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -88,8 +128,10 @@ def build_subm_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_s
     """Map of a submanifold layer (what SubMConv layers cache); its transpose on demand."""
     nbr = F.build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation)
     ndim = len(spatial_shape)
-    return IndiceData("subm", indices, indices, nbr, list(spatial_shape), list(spatial_shape),
+    data = IndiceData("subm", indices, indices, nbr, list(spatial_shape), list(spatial_shape),
                       tuple(kernel_size), (1,) * ndim, (0,) * ndim, tuple(dilation))
+    data.batch_size = batch_size
+    return data
 
 
 def build_conv_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
@@ -98,5 +140,7 @@ def build_conv_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_s
     """Output voxels and map of a strided layer (what SparseConv layers cache); its transpose on demand."""
     out_indices, nbr = F.build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
     out_shape = conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation)
-    return IndiceData("conv", indices, out_indices, nbr, list(spatial_shape), out_shape,
+    data = IndiceData("conv", indices, out_indices, nbr, list(spatial_shape), out_shape,
                       tuple(kernel_size), tuple(stride), tuple(padding), tuple(dilation))
+    data.batch_size = batch_size
+    return data

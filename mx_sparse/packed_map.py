@@ -74,7 +74,9 @@ class HeldMap:
     def dense(self) -> torch.Tensor:
         if self._dense is None:
             self._dense = self._packed.unpack()
-            self._packed_version = self._dense._version   # the packed form is still current
+            # the packed form is still current (an inference tensor, unpacked under inference_mode, has
+            # no version counter: packed() then packs it again)
+            self._packed_version = -1 if self._dense.is_inference() else self._dense._version
             self._register(self._dense)
         return self._dense
 
@@ -82,7 +84,7 @@ class HeldMap:
         """The packed form of the current map (None where maps are not packed: not CPU)."""
         if not self._packable:
             return None
-        if self._dense is not None and self._dense._version != self._packed_version:
+        if self._dense is not None and (self._dense.is_inference() or self._dense._version != self._packed_version):
             self._packed, self._packed_version = PackedMap.of(self._dense), self._dense._version
         return self._packed
 

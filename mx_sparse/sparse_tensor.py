@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from . import validation
-from .compile_support import mark_voxels_dynamic
+from .compile_support import is_compiling, mark_voxels_dynamic
 
 
 class SparseConvTensor:
@@ -71,10 +71,23 @@ class SparseConvTensor:
         c = self.features.shape[1]
         out = self.features.new_zeros([self.batch_size] + self.spatial_shape + [c])
         idx = self.indices.long()
+        self._check_dense_rows(idx)
         out[tuple(idx[:, d] for d in range(idx.shape[1]))] = self.features
         if channels_first:
             out = out.movedim(-1, 1).contiguous()
         return out
+
+    def _check_dense_rows(self, idx: torch.Tensor) -> None:
+        """Every row inside [0, batch_size) x [0, spatial_shape): a negative coordinate would
+        otherwise be written at the wrapped position (Python indexing), silently."""
+        if idx.shape[0] == 0 or is_compiling():
+            return
+        bounds = torch.tensor([self.batch_size] + self.spatial_shape, device=idx.device)
+        bad = ((idx < 0) | (idx >= bounds)).any(1)
+        if bool(bad.any()):
+            row = int(bad.nonzero()[0, 0])
+            raise ValueError(f"indices: row {row} = {idx[row].tolist()} lies outside batch_size {self.batch_size} x "
+                             f"spatial_shape {self.spatial_shape} (coordinates must be >= 0 and below the shape)")
 
     @classmethod
     def from_dense(cls, x: torch.Tensor) -> "SparseConvTensor":

@@ -3,6 +3,8 @@ was expected and what came. What the layers accept beyond the ops (an int for ev
 int64 indices, Python types) is checked here; bounds the ops share come from the C++
 contract through mx_sparse._contract. Value checks over all voxels (coordinate ranges,
 batch indices, duplicates) run inside the map builders and raise ValueError with the same style."""
+import math
+import operator
 from typing import Sequence, Tuple, Union
 
 import torch
@@ -29,11 +31,25 @@ def kernel_volume(kernel_size: Tuple[int, ...]) -> int:
     return _contract.kernel_volume(kernel_size)
 
 
+def _integral_extent(s, value) -> int:
+    """One extent of spatial_shape as an int: ints (numpy's too) and integral floats (8.0) only;
+    8.9 used to be truncated to 8 silently."""
+    if isinstance(s, bool):
+        raise ValueError(f"spatial_shape: expected integers, got {value!r}")
+    try:
+        return operator.index(s)
+    except TypeError:
+        pass
+    if isinstance(s, float) and s.is_integer():
+        return int(s)
+    raise ValueError(f"spatial_shape: expected integers, got {s!r} in {value!r}")
+
+
 def spatial_shape(value: Sequence[int]) -> list:
     if isinstance(value, torch.Tensor):
         value = value.tolist()
     try:
-        shape = [int(s) for s in value]
+        shape = [_integral_extent(s, value) for s in value]
     except TypeError:
         raise ValueError(f"spatial_shape: expected a sequence of positive ints, got {value!r}") from None
     if not 1 <= len(shape) <= MAX_SPATIAL_DIMS or any(s < 1 for s in shape):

@@ -161,7 +161,7 @@ x = torch.randn(2 * 16384, 16)
 ops.scale_shift_relu(torch.randn(10, 16), torch.ones(16), torch.zeros(16))   # threads and lazy state first
 with open("/proc/self/status") as f:
     vm = next(int(l.split()[1]) for l in f if l.startswith("VmSize:")) * 1024
-resource.setrlimit(resource.RLIMIT_AS, (vm + (256 << 20), resource.RLIM_INFINITY))   # no room for 1 GiB
+resource.setrlimit(resource.RLIMIT_AS, (vm + (48 << 20), resource.RLIM_INFINITY))   # no room for 64 MiB
 y = ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))
 print(json.dumps(dict(ok=bool(torch.equal(y, torch.relu(x))), stats=cpu_memory.stats())))
 """
@@ -171,3 +171,59 @@ def test_segments_shrink_to_the_request_under_an_address_space_limit():
     r = run_fresh(ADDRESS_LIMIT)
     assert r["ok"]
     assert r["stats"]["reserved_bytes"] == 2 << 20 and r["stats"]["live_bytes"] == 2 << 20   # y, in its own segment
+
+
+GROWTH = """
+import json, torch
+from mx_sparse import cpu_memory
+from mx_sparse._ops import ops
+sizes = []
+held = []
+for mib in (2, 40, 40, 60, 100):
+    held.append(ops.scale_shift_relu(torch.randn(mib * 16384, 16), torch.ones(16), torch.zeros(16)))
+    sizes.append(cpu_memory.stats()["reserved_bytes"] >> 20)
+print(json.dumps(sizes))
+"""
+
+
+def test_reservation_grows_from_need():
+    """First segment 64 MiB, then each new one as large as all before (the reservation doubles):
+    2 MiB -> 64; +40 MiB still fits; +40 -> 64 + 64; +60 -> 128 + 128; +100 -> 256 + 256 (each new
+    tensor fits no earlier hole: tensors are held)."""
+    assert run_fresh(GROWTH) == [64, 64, 128, 256, 512]
+
+
+STEP_UNDER_LIMIT = """
+import resource, torch, mx_sparse
+from mx_sparse.models import VoxelBackBone8x
+g = torch.Generator().manual_seed(0)
+shape, n = [41, 200, 176], 12000
+keys = torch.randperm(2 * 41 * 200 * 176, generator=g)[:n].sort().values
+cols = []
+for s in reversed(shape):
+    cols.append(keys % s)
+    keys = keys // s
+idx = torch.stack([keys] + cols[::-1], 1).int()
+f = torch.randn(n, 4, generator=g).requires_grad_()
+torch.manual_seed(0)
+model = VoxelBackBone8x(4).train()
+torch.ops.mx_sparse.scale_shift_relu(torch.randn(10, 4), torch.ones(4), torch.zeros(4))   # threads started
+with open("/proc/self/status") as fh:
+    vm = next(int(l.split()[1]) for l in fh if l.startswith("VmSize:")) * 1024
+# 1 GiB + 64 MiB of address space left: room for the step and a 160 MiB tensor of torch's own,
+# but not for a fixed 1 GiB pool segment and that tensor
+resource.setrlimit(resource.RLIMIT_AS, (vm + (1088 << 20), resource.RLIM_INFINITY))
+y = model(mx_sparse.SparseConvTensor(f, idx, shape, 2))
+head = torch.ones(40 << 20)   # a dense detection head's 160 MiB, from torch's allocator
+(y.features.sum() + head.sum() * 0).backward()
+print(bool(torch.isfinite(f.grad).all()))
+"""
+
+
+@pytest.mark.parametrize("pool", ["on", "off"])
+def test_training_step_under_an_address_space_limit(pool):
+    """issue 28: with the pool on, the step failed (the pool had reserved 1 GiB for a step that
+    peaks at tens of MB); plain torch (pool off) passes, and now the pool does too."""
+    p = subprocess.run([sys.executable, "-c", STEP_UNDER_LIMIT], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "MXS_CPU_POOL": pool})
+    assert p.returncode == 0 and p.stdout.strip() == "True", p.stderr[-2000:]

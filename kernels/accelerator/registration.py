@@ -23,7 +23,7 @@ import warnings
 
 import torch
 
-from . import batch_norm_relu, fallback, gather_mm, neighbor_map, packed_map
+from . import batch_norm_relu, fallback, gather_mm, neighbor_map, packed_map, sparse_pool
 
 ORCHESTRATION = {
     "build_subm_map": neighbor_map.build_subm_map,
@@ -36,6 +36,10 @@ ORCHESTRATION = {
     "batch_norm_relu_forward": batch_norm_relu.batch_norm_relu_forward,
     "scale_shift_relu": batch_norm_relu.scale_shift_relu,
     "batch_norm_relu_backward": batch_norm_relu.batch_norm_relu_backward,
+    "sparse_max_pool": sparse_pool.sparse_max_pool,
+    "sparse_max_pool_backward": sparse_pool.sparse_max_pool_backward,
+    "sparse_avg_pool": sparse_pool.sparse_avg_pool,
+    "sparse_avg_pool_backward": sparse_pool.sparse_avg_pool_backward,
 }
 PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
 
@@ -45,7 +49,8 @@ _libraries = []  # registrations last as long as their Library object
 
 
 def _switch(name: str) -> bool:
-    return os.environ.get(name, "0") not in ("", "0")
+    from .. import _C   # the one switch parser (kernels/cpu/env_switch.h): "false" or "off" is off
+    return _C.env_switch(name, False)
 
 
 def cuda_on_cpu_requested() -> bool:
@@ -62,9 +67,9 @@ def _cuda_primitives() -> dict:
 
 
 def _voxelize_cuda_path():
-    """Voxelization's CUDA implementation is C++ with torch's operators (registered under CUDA by
-    kernels/ops/voxelize_generic.cpp); for CPU tensors it is reached through the extension's
-    entry points to the same code."""
+    """Voxelization's CUDA and NPU implementation is C++ with torch's operators (registered under CUDA
+    and PrivateUse1 by kernels/ops/voxelize_generic.cpp); for CPU tensors it is reached through the
+    extension's entry points to the same code."""
     from .. import _C
     return {"voxelize_hard": _C.voxelize_hard_generic, "voxelize_dynamic": _C.voxelize_dynamic_generic}
 
@@ -85,7 +90,11 @@ def _npu_emulator_primitives() -> dict:
 def _prepare_interpreter():
     """CPU tensors can run Triton kernels only in Triton's interpreter, which must be chosen
     before triton is imported (triton.language's own helpers are compiled at import)."""
-    os.environ.setdefault("TRITON_INTERPRET", "1")
+    value = os.environ.setdefault("TRITON_INTERPRET", "1")
+    if value.strip().lower() in ("", "0", "false", "off", "no"):
+        warnings.warn(f"{CUDA_ON_CPU_ENV}=1 needs Triton's interpreter, but TRITON_INTERPRET={value!r} turns it off: "
+                      f"every Triton kernel on a CPU tensor will fail; unset TRITON_INTERPRET or set it to 1",
+                      RuntimeWarning, stacklevel=2)
     import sys
     if "triton" in sys.modules:
         from triton import knobs
@@ -109,7 +118,8 @@ def plan(cuda_on_cpu: bool, npu_on_cpu: bool, npu_binding: bool, npu_primitives=
         missing = set(PRIMITIVE_NAMES) - set(npu_primitives)
         if missing:
             raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: the emulator supplies no {sorted(missing)}")
-        table["CPU"] = {**ORCHESTRATION, **{name: npu_primitives[name] for name in PRIMITIVE_NAMES}}
+        table["CPU"] = {**ORCHESTRATION, **{name: npu_primitives[name] for name in PRIMITIVE_NAMES},
+                        **_voxelize_cuda_path()}
     return table
 
 

@@ -53,8 +53,7 @@ bool request_tile_state() {
 #endif
 
 bool detect_amx() {
-  const char* off = std::getenv("MXS_DISABLE_AMX");
-  if ((off && *off && std::strcmp(off, "0") != 0) || portable_kernels_only()) return false;
+  if (env_switch_nothrow("MXS_DISABLE_AMX", false, true) || portable_kernels_only()) return false;
 #ifdef MXS_HAVE_AMX_BUILD
   return cpu_has_amx_bf16() && request_tile_state();
 #else

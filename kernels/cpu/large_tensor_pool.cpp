@@ -1,5 +1,7 @@
 #include "large_tensor_pool.h"
 
+#include "env_switch.h"
+
 #include <ATen/EmptyTensor.h>
 #include <c10/core/CPUAllocator.h>
 
@@ -22,7 +24,12 @@ namespace {
 constexpr size_t kPooledMinBytes = size_t(256) << 10;
 // Ranges are multiples of this, so that neighbouring sizes merge into reusable holes.
 constexpr size_t kGrain = size_t(64) << 10;
-// Address space per segment; pages are committed only when touched (MAP_NORESERVE).
+// Address space is reserved in segments sized from need: the first 64 MiB (or the request),
+// each later one as large as all before it together (the reservation doubles), at most 1 GiB
+// (larger requests get a segment of their own size). Pages are committed only when touched
+// (MAP_NORESERVE), but reserved address space counts against `ulimit -v`: a fixed 1 GiB
+// segment for a 43 MB step left a 2 GB limit too little room for torch's own allocations.
+constexpr size_t kFirstSegmentBytes = size_t(64) << 20;
 constexpr size_t kSegmentBytes = size_t(1) << 30;
 constexpr int64_t kDefaultKeepLimit = int64_t(256) << 20;
 
@@ -30,10 +37,7 @@ size_t round_up(size_t n, size_t step) { return (n + step - 1) / step * step; }
 
 bool pool_enabled() {
 #ifdef __linux__
-  static const bool enabled = [] {
-    const char* v = std::getenv("MXS_CPU_POOL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = env_switch("MXS_CPU_POOL", true);
   return enabled;
 #else
   return false;  // built on mmap; elsewhere torch's allocator serves every tensor
@@ -162,8 +166,15 @@ class LargeTensorPool final : public c10::Allocator {
     return nullptr;
   }
 
+  // The size of the next segment for a request of `bytes` (see kFirstSegmentBytes).
+  size_t next_segment_size(size_t bytes) const {
+    size_t reserved = 0;
+    for (const Segment* g : segments_) reserved += g->size;
+    return std::max(std::clamp(reserved, kFirstSegmentBytes, kSegmentBytes), round_up(bytes, kGrain));
+  }
+
   Segment* new_segment(size_t bytes) {
-    size_t size = std::max(kSegmentBytes, round_up(bytes, kSegmentBytes));
+    size_t size = next_segment_size(bytes);
     char* base = reserve(size);
     if (base == nullptr) {  // strict overcommit or an address-space limit: just what is asked
       trim_locked();

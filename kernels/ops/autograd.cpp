@@ -147,10 +147,64 @@ at::Tensor backprop_filter_autograd(const at::Tensor& x, const at::Tensor& dy, c
   return BackpropFilter::apply(x, dy, nbr, nbr_t, groups, symmetric);
 }
 
+// Pooling (schema.cpp): max pooling routes each output gradient to the argmax row,
+// average pooling spreads it over the window's inputs; both backward ops take the
+// number of input rows as a SymInt, like transpose_map.
+class MaxPool : public torch::autograd::Function<MaxPool> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& nbr) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mx_sparse::sparse_max_pool", "")
+                         .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [out, argmax] = op.call(x, nbr);
+    ctx->save_for_backward({argmax, nbr});
+    ctx->saved_data["num_rows"] = x.sym_size(0);
+    ctx->mark_non_differentiable({argmax});
+    return {out, argmax};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mx_sparse::sparse_max_pool_backward", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymInt)>();
+    const auto saved = ctx->get_saved_variables();
+    return {op.call(grads[0], saved[0], saved[1], ctx->saved_data["num_rows"].toSymInt()), at::Tensor()};
+  }
+};
+
+class AvgPool : public torch::autograd::Function<AvgPool> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& nbr) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mx_sparse::sparse_avg_pool", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    ctx->save_for_backward({nbr});
+    ctx->saved_data["num_rows"] = x.sym_size(0);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return op.call(x, nbr);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mx_sparse::sparse_avg_pool_backward", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymInt)>();
+    const auto saved = ctx->get_saved_variables();
+    return {op.call(grads[0], saved[0], ctx->saved_data["num_rows"].toSymInt()), at::Tensor()};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor> max_pool_autograd(const at::Tensor& x, const at::Tensor& nbr) {
+  auto outs = MaxPool::apply(x, nbr);
+  return {outs[0], outs[1]};
+}
+
+at::Tensor avg_pool_autograd(const at::Tensor& x, const at::Tensor& nbr) { return AvgPool::apply(x, nbr); }
+
 }  // namespace
 }  // namespace mxs
 
 TORCH_LIBRARY_IMPL(mx_sparse, Autograd, m) {
+  m.impl("sparse_max_pool", &mxs::max_pool_autograd);
+  m.impl("sparse_avg_pool", &mxs::avg_pool_autograd);
   m.impl("gather_mm", &mxs::gather_mm_autograd);
   m.impl("gather_mm_backprop_filter", &mxs::backprop_filter_autograd);
   // Voxelization is not differentiable (neither are spconv's and mmcv's): its outputs carry

@@ -8,6 +8,7 @@
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "mx_sparse compiled operators (registered as torch.ops.mx_sparse.*)";
+  mxs::register_env_switch_functions(m);  // first: a bad switch value fails the import
   mxs::register_cpu_info_functions(m);
   mxs::register_contract_functions(m);
   m.def("voxel_grid_extent", [](const std::vector<double>& voxel_size, const std::vector<double>& range) {

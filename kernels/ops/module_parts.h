@@ -12,4 +12,8 @@ void register_contract_functions(pybind11::module_& m);
 // CPU pool statistics and the CPU kernels chosen on this machine (kernels/cpu/cpu_info_bindings.cpp).
 void register_cpu_info_functions(pybind11::module_& m);
 
+// The on/off environment switch parser (kernels/cpu/env_switch_bindings.cpp); also checks the
+// CPU kernels' switches when the module loads.
+void register_env_switch_functions(pybind11::module_& m);
+
 }  // namespace mxs

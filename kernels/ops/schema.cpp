@@ -57,6 +57,17 @@ TORCH_LIBRARY(mx_sparse, m) {
   // and invstd on the input is included.
   m.def("batch_norm_relu_backward(Tensor grad, Tensor input, Tensor mean, Tensor invstd, Tensor? weight, "
         "Tensor scale, Tensor shift, bool batch_stats) -> (Tensor, Tensor, Tensor)");
+  // Pooling over a neighbor map nbr [M, K] (int32, entries -1 or a row of features [N, C]),
+  // without gathering the [M, K, C] window: out [M, C]. Max: the largest input of each
+  // window per channel, argmax [M, C] = its kernel offset k (lowest on ties, a NaN wins; an
+  // output row without inputs gives 0 and -1), int8 for K <= 127, int16 for K <= 32767, else
+  // int32. Avg: the sum of the window's inputs over their count. The backward ops scatter
+  // grad [M, C] onto num_rows input rows (max: row nbr[m, argmax[m, c]]).
+  m.def("sparse_max_pool(Tensor features, Tensor nbr) -> (Tensor out, Tensor argmax)");
+  m.def("sparse_max_pool_backward(Tensor grad, Tensor argmax, Tensor nbr, SymInt num_rows) -> Tensor");
+  m.def("sparse_avg_pool(Tensor features, Tensor nbr) -> Tensor");
+  m.def("sparse_avg_pool_backward(Tensor grad, Tensor nbr, SymInt num_rows) -> Tensor");
+
   // ---- Accelerator primitives (internal; the leading underscore keeps them out of the public API).
   // The one device-neutral orchestration of kernels/accelerator (map builders, per-group launches)
   // is written around these five; a device contributes kernels for them and nothing else

@@ -4,7 +4,8 @@ shared by the spconv-2.x and mmcv surfaces:
 - ``CompatConvolution``: the core ``SparseConvolution`` plus generative transposed
   convolution (``transposed=True``), a weight in any layout named by ``weight_layout``,
   and outputs of the same SparseConvTensor class as the input.
-- ``SparsePool``: max / average pooling over the strided (or submanifold) conv map.
+- ``SparsePool``: max / average pooling over the strided (or submanifold) conv map, through the
+  ``sparse_max_pool`` / ``sparse_avg_pool`` ops.
 - ``SparseGlobalPool``: per-sample max / mean over all active voxels.
 
 Transposed convolution: input ``i`` reaches output ``o = i*stride - padding + k*dilation``
@@ -18,6 +19,7 @@ from typing import List, Sequence
 
 import torch
 
+from .._ops import has_kernel, ops
 from ..conv import SparseConvolution
 from ..indice_data import IndiceData, build_conv_data, build_subm_data
 from ..layouts import convert_weight
@@ -163,14 +165,7 @@ class SparsePool(SparseModule):
             data = self._build(x)
             if self.indice_key is not None:
                 x.indice_dict[self.indice_key] = data
-        nbr = data.nbr.long()
-        mask = nbr >= 0
-        gathered = x.features[nbr.clamp(min=0)]                              # [M, K, C]
-        if self.mode == "max":
-            low = torch.finfo(gathered.dtype).min
-            feats = gathered.masked_fill(~mask[..., None], low).max(dim=1).values
-        else:
-            feats = (gathered * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp(min=1).to(gathered.dtype)
+        feats = pool_features(x.features, data.nbr, self.mode)
         return x.derive(feats, data.out_indices, data.out_spatial_shape)
 
     def _build(self, x) -> IndiceData:
@@ -178,6 +173,19 @@ class SparsePool(SparseModule):
         if self.subm:
             return build_subm_data(x.indices, x.spatial_shape, x.batch_size, ks, dl)
         return build_conv_data(x.indices, x.spatial_shape, x.batch_size, ks, st, pd, dl)
+
+
+def pool_features(features: torch.Tensor, nbr: torch.Tensor, mode: str) -> torch.Tensor:
+    """Max or average of each window's active inputs, through the schema ops (one pass over the
+    window, no [M, K, C] gather; argmax kept for backward as int8 kernel offsets). A device
+    without kernels for them runs their torch-operator version, with autograd from its ops."""
+    name = "sparse_max_pool" if mode == "max" else "sparse_avg_pool"
+    if has_kernel(features.device.type, name):
+        impl = getattr(ops, name)
+    else:
+        from .._accelerator import sparse_pool
+        impl = getattr(sparse_pool, name)
+    return impl(features, nbr)[0] if mode == "max" else impl(features, nbr)
 
 
 class SparseGlobalPool(SparseModule):

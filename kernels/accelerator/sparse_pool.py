@@ -1,0 +1,80 @@
+"""Max and average pooling over a neighbor map (contract: kernels/ops/schema.cpp, CPU kernels in
+kernels/cpu/sparse_pool_cpu.cpp), from torch's operators, device-neutral: registered for CUDA
+(and for CPU tensors under MXS_CUDA_ON_CPU=1).
+
+The window is walked one kernel offset at a time: each step gathers one [M, C] slice and folds
+it into the running max (or sum), so memory stays a few [M, C] tensors instead of the [M, K, C]
+window tensor a single gather would make. No host synchronisation: rows a map does not have are
+routed to a spare row that is dropped, instead of being selected out. The backward's scatter-add
+runs in whatever order the device's atomics take (on CUDA not bitwise reproducible between runs,
+as torch's own index_add_ is not).
+"""
+import torch
+
+
+def _check(features, nbr):
+    if features.dim() != 2 or not features.is_floating_point():
+        raise ValueError(f"features: expected a floating-point [N, C] tensor, got {features.dtype} with "
+                         f"{features.dim()} dimensions")
+    if nbr.dim() != 2 or nbr.dtype != torch.int32:
+        raise ValueError(f"nbr: expected an int32 [M, K] map, got {nbr.dtype} with {nbr.dim()} dimensions")
+    if nbr.device != features.device:
+        raise ValueError(f"nbr: expected a tensor on {features.device} (the device of features), got {nbr.device}")
+
+
+def _opmath(dtype):
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _offset_dtype(kvol):
+    """argmax holds kernel offsets: the narrowest of int8, int16, int32 (as on the CPU)."""
+    return torch.int8 if kvol <= 127 else torch.int16 if kvol <= 32767 else torch.int32
+
+
+def sparse_max_pool(features, nbr):
+    _check(features, nbr)
+    m, c = nbr.shape[0], features.shape[1]
+    out = features.new_zeros((m, c))
+    argmax = torch.full((m, c), -1, dtype=_offset_dtype(nbr.shape[1]), device=features.device)
+    for j in range(nbr.shape[1]):
+        rows = nbr[:, j]
+        valid = (rows >= 0)[:, None]
+        cand = features.index_select(0, rows.clamp(min=0).long())
+        # the first input of a window, then strictly greater (first on ties), and a NaN over a number
+        take = valid & ((argmax < 0) | (cand > out) | (cand.isnan() & ~out.isnan()))
+        out = torch.where(take, cand, out)
+        argmax = torch.where(take, j, argmax)
+    return out, argmax
+
+
+def sparse_max_pool_backward(grad, argmax, nbr, num_rows):
+    c = grad.shape[1]
+    rows = nbr.long().gather(1, argmax.long().clamp(min=0))          # [M, C] input row of each max
+    target = torch.where((argmax >= 0) & (rows >= 0), rows, num_rows)  # else the spare row num_rows
+    dx = grad.new_zeros((num_rows + 1, c))
+    dx.scatter_add_(0, target, grad)
+    return dx[:num_rows].contiguous()
+
+
+def sparse_avg_pool(features, nbr):
+    _check(features, nbr)
+    m, c = nbr.shape[0], features.shape[1]
+    acc = torch.zeros((m, c), dtype=_opmath(features.dtype), device=features.device)
+    for j in range(nbr.shape[1]):
+        rows = nbr[:, j]
+        cand = features.index_select(0, rows.clamp(min=0).long()).to(acc.dtype)
+        acc = acc + torch.where((rows >= 0)[:, None], cand, 0)
+    count = (nbr >= 0).sum(1, keepdim=True).clamp(min=1).to(acc.dtype)
+    return (acc / count).to(features.dtype)
+
+
+def sparse_avg_pool_backward(grad, nbr, num_rows):
+    if nbr.dim() != 2 or nbr.shape[0] != grad.shape[0]:
+        raise ValueError(f"nbr: expected one row per grad row ({grad.shape[0]}), got {list(nbr.shape)}")
+    count = (nbr >= 0).sum(1, keepdim=True).clamp(min=1)
+    share = grad.to(_opmath(grad.dtype)) / count.to(_opmath(grad.dtype))
+    dx = torch.zeros((num_rows + 1, grad.shape[1]), dtype=share.dtype, device=grad.device)
+    for j in range(nbr.shape[1]):
+        rows = nbr[:, j]
+        dx.index_add_(0, torch.where(rows >= 0, rows, num_rows).long(), share)
+    return dx[:num_rows].to(grad.dtype).contiguous()
