@@ -22,7 +22,7 @@ def new_weight(shape) -> torch.Tensor:
     """An uninitialised weight; a shape no allocation can hold is reported by its arguments."""
     try:
         return torch.empty(shape)
-    except (RuntimeError, MemoryError) as e:
+    except (RuntimeError, MemoryError, TypeError) as e:   # TypeError: a size beyond int64
         raise ValueError(f"in_channels, out_channels, kernel_size: a weight of shape {shape} cannot be allocated "
                          f"({str(e).splitlines()[0]})") from None
 

@@ -93,6 +93,8 @@ def layer_contract(kind, a):
         names = ("spatial_shape", "kernel_size", "stride", "padding", "dilation")
         require(all(1 <= o <= INT32_MAX for o in out), *names)
         require(batch * math.prod(out) <= 2 ** 63 - 1, *names, "batch_size")
+    # MXS_NPU_ON_CPU=1: the NPU's gather kernels have no float64 path (refused by the primitive)
+    require(not (fuzz_specs.NPU_LIMITS and a["features"].dtype == torch.float64), "features")
 
 
 def run_layers(kind, a):

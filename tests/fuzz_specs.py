@@ -196,6 +196,10 @@ def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, 
     require(all(o >= 1 for o in out_shape), *geometry)
     require(all(o <= INT32_MAX for o in out_shape), *geometry)            # int32 output coordinates
     require(batch_size * math.prod(out_shape) <= INT64_MAX, *geometry, "batch_size")
+    if NPU_LIMITS and indices.shape[0] > 0:   # the NPU's output-key kernel works in float-exact coordinates,
+        require(batch_size <= NPU_MAX_COORD, "batch_size")   # checked before the index values are read
+        require(all(s + p < NPU_MAX_COORD and (k - 1) * d < NPU_MAX_COORD
+                    for s, p, k, d in zip(shape, pad, kernel, dil)), "spatial_shape")
     rows = check_indices(indices, shape, batch_size)
     contributions = {}
     for i, r in enumerate(rows):
@@ -371,6 +375,8 @@ def check_gather(features, nbr, nbr_t, groups, other, other_name):
         v.check(other.shape[0] == nbr.shape[0], "grad", "nbr")
         v.check(features.shape[1] % groups == 0 and other.shape[1] % groups == 0, "groups", "features", "grad")
     v.settle()
+    # the NPU's kernels have no float64 path: refused by the primitive, after the op's own checks
+    require(not (NPU_LIMITS and features.dtype == torch.float64), "features")
 
 
 # The CUDA backend's Triton kernels multiply an absent neighbour by zero instead of skipping it
@@ -379,6 +385,12 @@ def check_gather(features, nbr, nbr_t, groups, other, other_name):
 # turns 0 x Inf into NaN where the CPU kernels, which skip, give a finite value. Under
 # MXS_CUDA_ON_CPU=1 the contract of the two compute primitives is that one (docs/en/cuda.md).
 ABSENT_TIMES_ZERO = os.environ.get("MXS_CUDA_ON_CPU", "0") not in ("", "0")
+# The NPU backend's kernels (MXS_NPU_ON_CPU=1: the AscendC kernels in the emulator) have limits of
+# their own, checked before each launch (kernels/ascend/<op>/op_host/<op>_limits.h): no float64,
+# coordinates and batch indices below 2^24 for the strided map's output keys. Under that switch an
+# input beyond them is a rejection naming the argument.
+NPU_LIMITS = os.environ.get("MXS_NPU_ON_CPU", "0") not in ("", "0")
+NPU_MAX_COORD = 1 << 24
 
 
 def neighbour_terms(x, nbr, groups):
@@ -653,6 +665,113 @@ def ref_voxelize_hard(points, batch, voxel_size, point_cloud_range, max_points, 
 VOXELIZE_INT_DAMAGE = [-1, 0, -5, 2 ** 62, 2 ** 63 - 1, -2 ** 63]
 
 
+# ---------------------------------------------------------------- pooling over a neighbor map
+
+def offset_dtype(kvol):
+    """argmax holds kernel offsets in the narrowest of int8, int16, int32 (kernels/ops/schema.cpp)."""
+    return torch.int8 if kvol <= 127 else torch.int16 if kvol <= 32767 else torch.int32
+
+
+def valid_pool(data):
+    dtype = data.draw(st.sampled_from(FLOAT_DTYPES))
+    n_in, m, kvol, c = (data.draw(st.integers(0, 10)), data.draw(st.integers(0, 10)), data.draw(st.integers(1, 5)),
+                        data.draw(st.integers(1, 4)))
+    return dict(features=draw_features(data, n_in, c, dtype), nbr=draw_map(data, m, n_in, kvol))
+
+
+def check_pool(x, nbr, name, num_rows):
+    require(is_tensor(x) and x.dim() == 2 and x.dtype in FLOAT_DTYPES, name)
+    check_map(nbr)
+    vals = nbr.reshape(-1).long()
+    require(bool(((vals >= -1) & (vals < num_rows)).all()), "nbr", name)
+
+
+def ref_sparse_max_pool(features, nbr):
+    """Per output row and channel the largest input of its window (the lowest offset on ties, a NaN
+    over a number), and that offset; a row without inputs gives 0 and -1."""
+    check_pool(features, nbr, "features", features.shape[0] if is_tensor(features) and features.dim() == 2 else 0)
+    m, c = nbr.shape[0], features.shape[1]
+    out = torch.zeros(m, c, dtype=features.dtype)
+    argmax = torch.full((m, c), -1, dtype=offset_dtype(nbr.shape[1]))
+    for r in range(m):
+        for ch in range(c):
+            for k in range(nbr.shape[1]):
+                i = int(nbr[r, k])
+                if i < 0:
+                    continue
+                v, best = features[i, ch], out[r, ch]
+                if argmax[r, ch] < 0 or v > best or (bool(v.isnan()) and not bool(best.isnan())):
+                    out[r, ch], argmax[r, ch] = v, k
+    return out, argmax
+
+
+def valid_max_pool_backward(data):
+    args = valid_pool(data)
+    _, argmax = ref_sparse_max_pool(**args)
+    grad = draw_features(data, args["nbr"].shape[0], args["features"].shape[1], args["features"].dtype)
+    return dict(grad=grad, argmax=argmax, nbr=args["nbr"], num_rows=args["features"].shape[0])
+
+
+def check_num_rows(num_rows):
+    require(isinstance(num_rows, int) and 0 <= num_rows < INT32_MAX, "num_rows")
+
+
+def ref_sparse_max_pool_backward(grad, argmax, nbr, num_rows):
+    require(is_tensor(grad) and grad.dim() == 2 and grad.dtype in FLOAT_DTYPES, "grad")
+    check_map(nbr)
+    require(nbr.shape[0] == grad.shape[0], "nbr", "grad")
+    require(is_tensor(argmax) and argmax.shape == grad.shape and argmax.dtype == offset_dtype(nbr.shape[1]), "argmax")
+    check_num_rows(num_rows)
+    check_pool(grad, nbr, "grad", num_rows)
+    a = argmax.long()
+    require(bool(((a >= -1) & (a < nbr.shape[1])).all()), "argmax")
+    dx = torch.zeros(num_rows, grad.shape[1], dtype=torch.float64)
+    for r in range(grad.shape[0]):
+        for ch in range(grad.shape[1]):
+            k = int(a[r, ch])
+            if k >= 0:
+                i = int(nbr[r, k])
+                require(i >= 0, "argmax")
+                dx[i, ch] += float(grad[r, ch])
+    return Bounded(dx.to(grad.dtype), dx.abs())
+
+
+def ref_sparse_avg_pool(features, nbr):
+    check_pool(features, nbr, "features", features.shape[0] if is_tensor(features) and features.dim() == 2 else 0)
+    x = features.double()
+    out = torch.zeros(nbr.shape[0], x.shape[1], dtype=torch.float64)
+    bound = torch.zeros_like(out)
+    for r in range(nbr.shape[0]):
+        rows = [int(i) for i in nbr[r] if i >= 0]
+        for i in rows:
+            out[r] += x[i] / len(rows)
+            bound[r] += x[i].abs() / len(rows)
+    return Bounded(out.to(features.dtype), bound)
+
+
+def valid_avg_pool_backward(data):
+    args = valid_pool(data)
+    grad = draw_features(data, args["nbr"].shape[0], args["features"].shape[1], args["features"].dtype)
+    return dict(grad=grad, nbr=args["nbr"], num_rows=args["features"].shape[0])
+
+
+def ref_sparse_avg_pool_backward(grad, nbr, num_rows):
+    require(is_tensor(grad) and grad.dim() == 2 and grad.dtype in FLOAT_DTYPES, "grad")
+    check_map(nbr)
+    require(nbr.shape[0] == grad.shape[0], "nbr", "grad")
+    check_num_rows(num_rows)
+    check_pool(grad, nbr, "grad", num_rows)
+    g = grad.double()
+    dx = torch.zeros(num_rows, g.shape[1], dtype=torch.float64)
+    bound = torch.zeros_like(dx)
+    for r in range(g.shape[0]):
+        rows = [int(i) for i in nbr[r] if i >= 0]
+        for i in rows:
+            dx[i] += g[r] / len(rows)
+            bound[i] += g[r].abs() / len(rows)
+    return Bounded(dx.to(grad.dtype), bound)
+
+
 # ---------------------------------------------------------------- the table
 
 SPECS: Dict[str, Spec] = {
@@ -669,6 +788,10 @@ SPECS: Dict[str, Spec] = {
     "voxelize_dynamic": Spec(lambda d: valid_voxelize(d, False), ref_voxelize_dynamic),
     "voxelize_hard": Spec(lambda d: valid_voxelize(d, True), ref_voxelize_hard,
                           int_damage=VOXELIZE_INT_DAMAGE),
+    "sparse_max_pool": Spec(valid_pool, ref_sparse_max_pool),
+    "sparse_max_pool_backward": Spec(valid_max_pool_backward, ref_sparse_max_pool_backward),
+    "sparse_avg_pool": Spec(valid_pool, ref_sparse_avg_pool),
+    "sparse_avg_pool_backward": Spec(valid_avg_pool_backward, ref_sparse_avg_pool_backward),
 }
 
 

@@ -4,7 +4,7 @@ limit, so that a segfault, abort or hang fails these tests instead of killing py
 
 MXS_FUZZ_EXAMPLES sets the examples per op (and for the layers); the default run takes
 about a minute on two cores. The same fuzz runs once more through the CUDA backend's code
-(MXS_CUDA_ON_CPU=1). ``-m slow`` adds longer runs.
+(MXS_CUDA_ON_CPU=1) and through the NPU backend's (MXS_NPU_ON_CPU=1). ``-m slow`` adds longer runs.
 """
 import os
 import signal
@@ -20,6 +20,7 @@ import mx_sparse  # noqa: F401  (registers the ops)
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = int(os.environ.get("MXS_FUZZ_EXAMPLES", "400"))
 CUDA_EXAMPLES = int(os.environ.get("MXS_FUZZ_EXAMPLES", "200"))   # interpreted kernels: slower per call
+NPU_EXAMPLES = int(os.environ.get("MXS_FUZZ_EXAMPLES", "100"))    # emulated AscendC kernels: slower still
 
 
 def registered_ops():
@@ -85,6 +86,18 @@ def test_cuda_path_meets_the_same_contracts(tmp_path):
     to the same contracts as the CPU kernels (voxelization: its C++ torch-operator version)."""
     pytest.importorskip("triton", reason="the CUDA backend's kernels need triton (bash run.sh test installs it)")
     fuzz(tmp_path, CUDA_EXAMPLES, timeout=900, env={"MXS_CUDA_ON_CPU": "1"})
+
+
+def test_npu_path_meets_the_same_contracts(tmp_path):
+    """The NPU backend's implementations, registered for CPU tensors by MXS_NPU_ON_CPU=1 (the
+    accelerator orchestration, the five AscendC kernels in the emulator with strict A2 rules,
+    voxelization's C++ torch-operator version), and the layers on them, held to the same contracts.
+    What the NPU kernels do not support (float64, kernel volumes over 125, ...) is a rejection
+    naming the argument; a violated emulator rule ends the subprocess, which fails this test."""
+    from mx_sparse import ascend
+    if not ascend.emulator_available():
+        pytest.skip("the AscendC emulator needs the kernel sources and a C++ compiler")
+    fuzz(tmp_path, NPU_EXAMPLES, timeout=1500, env={"MXS_NPU_ON_CPU": "1"})
 
 
 @pytest.mark.slow

@@ -12,14 +12,34 @@ as torch's own index_add_ is not).
 import torch
 
 
-def _check(features, nbr):
+INT32_MAX = 2**31 - 1
+
+
+def _check(features, nbr, name="features"):
+    """The CPU kernels' argument checks (kernels/cpu/sparse_pool_cpu.cpp), same names."""
     if features.dim() != 2 or not features.is_floating_point():
-        raise ValueError(f"features: expected a floating-point [N, C] tensor, got {features.dtype} with "
+        raise ValueError(f"{name}: expected a floating-point [N, C] tensor, got {features.dtype} with "
                          f"{features.dim()} dimensions")
     if nbr.dim() != 2 or nbr.dtype != torch.int32:
         raise ValueError(f"nbr: expected an int32 [M, K] map, got {nbr.dtype} with {nbr.dim()} dimensions")
     if nbr.device != features.device:
-        raise ValueError(f"nbr: expected a tensor on {features.device} (the device of features), got {nbr.device}")
+        raise ValueError(f"nbr: expected a tensor on {features.device} (the device of {name}), got {nbr.device}")
+
+
+def _check_backward(grad, nbr, num_rows):
+    _check(grad, nbr, "grad")
+    if nbr.shape[0] != grad.shape[0]:
+        raise ValueError(f"nbr: expected one row per grad row ({grad.shape[0]}), got {nbr.shape[0]}")
+    if not 0 <= num_rows < INT32_MAX:
+        raise ValueError(f"num_rows: expected 0 <= num_rows < 2^31 - 1 (the rows an int32 map can name), got {num_rows}")
+
+
+def _assert_entries(t, lo, hi, name):
+    """Every entry of ``t`` in [lo, hi): a device-side assertion (no host read; on CPU tensors it
+    raises at once), as the gathers check their maps."""
+    if t.numel():
+        low, high = torch.aminmax(t)
+        torch._assert_async((low >= lo) & (high < hi), f"{name}: expected entries in [{lo}, {hi})")
 
 
 def _opmath(dtype):
@@ -33,9 +53,12 @@ def _offset_dtype(kvol):
 
 def sparse_max_pool(features, nbr):
     _check(features, nbr)
+    _assert_entries(nbr, -1, features.shape[0], "nbr")
     m, c = nbr.shape[0], features.shape[1]
     out = features.new_zeros((m, c))
     argmax = torch.full((m, c), -1, dtype=_offset_dtype(nbr.shape[1]), device=features.device)
+    if features.shape[0] == 0:   # no inputs: every window is empty (every entry is -1)
+        return out, argmax
     for j in range(nbr.shape[1]):
         rows = nbr[:, j]
         valid = (rows >= 0)[:, None]
@@ -48,8 +71,18 @@ def sparse_max_pool(features, nbr):
 
 
 def sparse_max_pool_backward(grad, argmax, nbr, num_rows):
+    _check_backward(grad, nbr, num_rows)
+    if argmax.shape != grad.shape:
+        raise ValueError(f"argmax: expected the shape of grad {list(grad.shape)}, got {list(argmax.shape)}")
+    if argmax.dtype != _offset_dtype(nbr.shape[1]):
+        raise ValueError(f"argmax: expected {_offset_dtype(nbr.shape[1])} kernel offsets for a map of "
+                         f"{nbr.shape[1]} offsets, got {argmax.dtype}")
+    _assert_entries(nbr, -1, num_rows, "nbr")
+    _assert_entries(argmax, -1, nbr.shape[1], "argmax")
     c = grad.shape[1]
     rows = nbr.long().gather(1, argmax.long().clamp(min=0))          # [M, C] input row of each max
+    if rows.numel():   # an offset whose map entry is absent names no input row
+        torch._assert_async(((argmax < 0) | (rows >= 0)).all(), "argmax: an offset names an absent neighbour")
     target = torch.where((argmax >= 0) & (rows >= 0), rows, num_rows)  # else the spare row num_rows
     dx = grad.new_zeros((num_rows + 1, c))
     dx.scatter_add_(0, target, grad)
@@ -58,9 +91,10 @@ def sparse_max_pool_backward(grad, argmax, nbr, num_rows):
 
 def sparse_avg_pool(features, nbr):
     _check(features, nbr)
+    _assert_entries(nbr, -1, features.shape[0], "nbr")
     m, c = nbr.shape[0], features.shape[1]
     acc = torch.zeros((m, c), dtype=_opmath(features.dtype), device=features.device)
-    for j in range(nbr.shape[1]):
+    for j in range(nbr.shape[1] if features.shape[0] else 0):   # no inputs: every window is empty
         rows = nbr[:, j]
         cand = features.index_select(0, rows.clamp(min=0).long()).to(acc.dtype)
         acc = acc + torch.where((rows >= 0)[:, None], cand, 0)
@@ -69,8 +103,8 @@ def sparse_avg_pool(features, nbr):
 
 
 def sparse_avg_pool_backward(grad, nbr, num_rows):
-    if nbr.dim() != 2 or nbr.shape[0] != grad.shape[0]:
-        raise ValueError(f"nbr: expected one row per grad row ({grad.shape[0]}), got {list(nbr.shape)}")
+    _check_backward(grad, nbr, num_rows)
+    _assert_entries(nbr, -1, num_rows, "nbr")
     count = (nbr >= 0).sum(1, keepdim=True).clamp(min=1)
     share = grad.to(_opmath(grad.dtype)) / count.to(_opmath(grad.dtype))
     dx = torch.zeros((num_rows + 1, grad.shape[1]), dtype=share.dtype, device=grad.device)

@@ -128,7 +128,8 @@ at::Tensor sparse_max_pool_backward_cpu(const at::Tensor& grad_in, const at::Ten
   TORCH_CHECK_VALUE(argmax_in.scalar_type() == offset_dtype(nbr_in.size(1)), "argmax: expected ",
                     offset_dtype(nbr_in.size(1)), " kernel offsets for a map of ", nbr_in.size(1), " offsets, got ",
                     argmax_in.scalar_type());
-  TORCH_CHECK_VALUE(num_rows >= 0, "num_rows: expected >= 0, got ", num_rows);
+  TORCH_CHECK_VALUE(num_rows >= 0 && num_rows < INT32_MAX, "num_rows: expected 0 <= num_rows < 2^31 - 1 (the rows "
+                    "an int32 map can name), got ", num_rows);
   const at::Tensor g = grad_in.contiguous(), argmax = argmax_in.contiguous(), nbr = nbr_in.contiguous();
   check_rows_in_range(nbr, num_rows, "nbr");
   check_rows_in_range(argmax, nbr.size(1), "argmax");
@@ -196,7 +197,8 @@ at::Tensor sparse_avg_pool_backward_cpu(const at::Tensor& grad_in, const at::Ten
   check_pool_map(nbr_in, "nbr");
   TORCH_CHECK_VALUE(nbr_in.size(0) == grad_in.size(0), "nbr: expected one row per grad row (", grad_in.size(0),
                     "), got ", nbr_in.size(0));
-  TORCH_CHECK_VALUE(num_rows >= 0, "num_rows: expected >= 0, got ", num_rows);
+  TORCH_CHECK_VALUE(num_rows >= 0 && num_rows < INT32_MAX, "num_rows: expected 0 <= num_rows < 2^31 - 1 (the rows "
+                    "an int32 map can name), got ", num_rows);
   const at::Tensor g = grad_in.contiguous(), nbr = nbr_in.contiguous();
   check_rows_in_range(nbr, num_rows, "nbr");
   const int64_t m = g.size(0), k = nbr.size(1), c = g.size(1);
