@@ -282,8 +282,9 @@ def _add_cyclist(sb, rng, x, y, yaw):
 
 
 def _place_people(sb, rng, road, extent=60.0, tries=8):
-    """Pedestrians on both sidewalks (some crossing the road) and cyclists riding
-    near the kerbs, each placed only where it overlaps nothing already there."""
+    """Pedestrians on both sidewalks (some crossing the road), cyclists riding near the
+    kerbs, then bins, bollards, benches and bushes on the sidewalks, each placed only
+    where it overlaps nothing already there."""
     footprints = _footprints(sb)
 
     def put(add, u, v, yaw, radius):
@@ -295,6 +296,16 @@ def _place_people(sb, rng, road, extent=60.0, tries=8):
         footprints = np.concatenate([footprints, [[x, y, radius]]])
         return True
 
+    # Unlabelled street furniture of person and bicycle size first: what a detector must
+    # learn to tell apart from pedestrians and cyclists (a size prior alone cannot).
+    for side in (-1, 1):
+        for u in _walk_along(rng, (3.0, 8.0), -extent, extent):
+            kind = str(rng.choice(list(_FURNITURE)))
+            for _ in range(tries):
+                v = side * (road.half_width + road.sidewalk * rng.uniform(0.05, 0.95))
+                if put(_FURNITURE[kind], u + rng.uniform(-1, 1), v, road.yaw + rng.normal(0, 0.1),
+                       1.0 if kind == "bench" else 0.5):
+                    break
     for side in (-1, 1):
         for u in _walk_along(rng, (1.0, 4.0), -extent, extent):
             for _ in range(tries):
@@ -313,9 +324,34 @@ def _place_people(sb, rng, road, extent=60.0, tries=8):
         put(_add_pedestrian, u, v, road.yaw + np.pi / 2 * rng.choice([-1, 1]) + rng.normal(0, 0.2), 0.6)
 
 
+def _add_bin(sb, rng, x, y, yaw):
+    side = rng.uniform(0.5, 0.75)
+    sb.box_on_ground(x, y, side, side * rng.uniform(0.8, 1.0), rng.uniform(0.9, 1.25), yaw, "wall")
+
+
+def _add_bollard(sb, rng, x, y, yaw):
+    sb.cylinder_on_ground(x, y, rng.uniform(0.08, 0.2), rng.uniform(0.7, 1.1), "pole")
+
+
+def _add_bench(sb, rng, x, y, yaw):
+    length = rng.uniform(1.5, 2.0)
+    sb.box_on_ground(x, y, length, rng.uniform(0.45, 0.6), 0.05, yaw, "wall", lift=0.42)     # seat
+    c, s = np.cos(yaw + np.pi / 2), np.sin(yaw + np.pi / 2)
+    sb.box_on_ground(x + 0.25 * c, y + 0.25 * s, length, 0.06, 0.45, yaw, "wall", lift=0.45)  # back
+
+
+def _add_bush(sb, rng, x, y, yaw):
+    r = rng.uniform(0.35, 0.8)
+    sb.ellipsoid(x, y, sb.ground.height(x, y) + 0.8 * r, r, r * rng.uniform(0.7, 1.0), r * rng.uniform(0.8, 1.4),
+                 "foliage")
+
+
+_FURNITURE = dict(bin=_add_bin, bollard=_add_bollard, bench=_add_bench, bush=_add_bush)
+
+
 def build_scene(rng: np.random.Generator, people_rng: np.random.Generator = None) -> Scene:
     """Random straight street: sloped ground, vehicles, buildings, poles, trees, and,
-    when ``people_rng`` is given, pedestrians and cyclists drawn from that generator
+    when ``people_rng`` is given, pedestrians, cyclists and small street furniture drawn from that generator
     (a separate stream, so the rest of the scene is the same with or without them)."""
     ground = Ground(gx=rng.uniform(-0.02, 0.02), gy=rng.uniform(-0.02, 0.02),
                     reflectivity=REFLECTIVITY["ground"])
