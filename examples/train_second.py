@@ -61,12 +61,15 @@ THRESHOLDS = {"Car": [0.5, 0.7], "Pedestrian": [0.25, 0.5], "Cyclist": [0.25, 0.
 
 # ----------------------------------------------------------------------------- configuration
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "),
+    intro, details = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(description=intro.replace("\n", " "), epilog=details,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    metavars = dict(point_cloud_range=("X0", "Y0", "Z0", "X1", "Y1", "Z1"), voxel_size=("VX", "VY", "VZ"))
     for key, (default, help_text) in DEFAULTS.items():
         flag = "--" + key.replace("_", "-")
         if isinstance(default, list):
-            p.add_argument(flag, type=float, nargs=len(default), default=None, help=f"{help_text} (default {default})")
+            p.add_argument(flag, type=float, nargs=len(default), default=None, metavar=metavars[key],
+                           help=f"{help_text} (default {' '.join(map(str, default))})")
         else:
             p.add_argument(flag, type=type(default), default=None, help=f"{help_text} (default {default})")
     p.add_argument("--config", metavar="FILE", help="JSON (or YAML, with PyYAML installed) file setting any of the "
@@ -370,6 +373,10 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device) if args.device else mx_sparse.best_device()
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: this torch build ({torch.__version__}) sees no CUDA device")
+    if device.type == "npu" and not (hasattr(torch, "npu") and torch.npu.is_available()):
+        raise SystemExit(f"--device {args.device}: no NPU (torch_npu not installed or no device visible)")
     saved = None
     ckpt_path = args.checkpoint if args.eval_only else args.resume
     if ckpt_path:
