@@ -394,7 +394,7 @@ def main(argv=None):
     model, grid = build(cfg, device)
     train_data, val_data = Voxelized(train_rec, cfg, device), Voxelized(val_rec, cfg, device)
     print(f"model: CenterPoint (VoxelBackBone8x, sparse shape {train_data.shape}, BEV {grid.height}x{grid.width} "
-          f"cells of {grid.cell_x:.2f} m) on {device.type}, "
+          f"cells of {grid.cell_x:.2f} m at the heads) on {device.type}, "
           f"{sum(p.numel() for p in model.parameters()):,} parameters")
 
     baseline = ClusterPriorBaseline(class_sizes(train_rec), cfg["point_cloud_range"])

@@ -144,3 +144,37 @@ def test_kitti_lidar_frame_labels_and_errors():
         parse_kitti_labels("Car 1 2\n")
     with pytest.raises(ValueError, match="R0_rect"):
         parse_kitti_calib("Tr_velo_to_cam: 0 -1 0 0 0 0 -1 0 1 0 0 0\n")
+
+
+# ---------------------------------------------------------------- CenterPoint targets and decoding
+def test_centerpoint_targets_decode_back_to_the_boxes():
+    torch = pytest.importorskip("torch")
+    from mx_sparse.models.centerpoint import BevGrid, decode, encode_targets
+    grid = BevGrid([0, -8, -3, 16, 8, 1], [0.16, 0.16, 0.16])
+    assert (grid.width, grid.height, grid.cell_x) == (26, 26, 0.64)     # ceil(100 / 8) * 2 cells
+    boxes = np.array([[5.3, 1.1, -0.9, 4.2, 1.8, 1.5, 0.4], [10.0, -4.7, -1.0, 0.8, 0.6, 1.7, -2.0]])
+    heat, reg, index = encode_targets(boxes, [0, 1], grid, 3)
+    assert heat.shape == (3, 26, 26) and heat[0].max() == 1 and heat[1].max() == 1 and heat[2].max() == 0
+    # A network that outputs exactly the targets: logit +-20 for peaks / background.
+    logits = torch.where(torch.from_numpy(heat) == 1, 20.0, -20.0)[None]
+    regression = torch.zeros(1, 8, grid.height * grid.width)
+    regression[0, :, torch.from_numpy(index)] = torch.from_numpy(reg).t()
+    out = decode(dict(heatmap=logits, regression=regression.view(1, 8, grid.height, grid.width)), grid)[0]
+    order = np.argsort(out["classes"])
+    np.testing.assert_array_equal(out["classes"][order], [0, 1])
+    np.testing.assert_allclose(out["boxes"][order], boxes, atol=1e-5)
+
+
+def test_centerpoint_output_matches_its_grid():
+    torch = pytest.importorskip("torch")
+    import mx_sparse
+    from mx_sparse.models.centerpoint import BevGrid, CenterPoint
+    pcr, vs = [0, -4, -3, 8.32, 4, 1], [0.16, 0.16, 0.16]       # 52 x 50 voxels: not multiples of 8
+    grid = BevGrid(pcr, vs)
+    model = CenterPoint(4, 26, 3).eval()
+    idx = torch.tensor([[0, 3, 10, 7], [0, 20, 49, 51]], dtype=torch.int32)
+    x = mx_sparse.SparseConvTensor(torch.rand(2, 4), idx, [26, 50, 52], 1)
+    with torch.no_grad():
+        out = model(x)
+    assert out["heatmap"].shape == (1, 3, grid.height, grid.width)
+    assert out["regression"].shape == (1, 8, grid.height, grid.width)

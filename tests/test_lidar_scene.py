@@ -256,7 +256,7 @@ def test_labeled_frame_is_deterministic_and_keeps_the_street():
     np.testing.assert_array_equal(street.boxes["center"], people.boxes["center"][:len(street.boxes["center"])])
 
 
-def test_people_do_not_overlap_anything():
+def test_people_keep_apart():
     scene = ls.build_scene(np.random.default_rng(1), people_rng=np.random.default_rng([1, 1]))
     people = scene.labels[scene.labels[:, 7] > 0]
     assert len(people) > 5

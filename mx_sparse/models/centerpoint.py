@@ -1,9 +1,9 @@
 """A CenterPoint-style 3-D detector on the SECOND encoder.
 
 voxels -> VoxelBackBone8x -> BEV map (the height axis folded into channels) -> a small
-2-D conv neck -> two heads on every BEV cell: a heatmap per class (where object
-centres are) and an 8-channel box regression (sub-cell centre offset, z, log l, log w,
-log h, sin yaw, cos yaw). Training targets are Gaussian peaks at the ground-truth
+2-D conv neck that up-samples 2x (output stride 4 voxels) -> two heads on every BEV cell:
+a heatmap per class (where object centres are) and an 8-channel box regression (sub-cell
+centre offset, z, log l, log w, log h, sin yaw, cos yaw). Training targets are Gaussian peaks at the ground-truth
 centres (CornerNet's radius rule) scored with the CenterNet focal loss, and an L1 loss
 on the regression at the centre cells. Decoding keeps heatmap peaks that are the
 maximum of their 3x3 neighbourhood (max-pool NMS) and reads the box at each.
@@ -20,6 +20,7 @@ from torch.nn import functional as F
 from .backbones import VoxelBackBone8x
 
 REG_CHANNELS = 8          # dx, dy, z, log l, log w, log h, sin yaw, cos yaw
+OUT_STRIDE = 4            # heads' cell, in voxels: the encoder's 8x, up-sampled 2x by the neck
 
 
 def encoder_depth(sparse_depth: int) -> int:
@@ -31,14 +32,17 @@ def encoder_depth(sparse_depth: int) -> int:
 
 
 class BevGrid:
-    """Where the detector's output cells lie: origin and size of one cell in metres."""
+    """Where the heads' cells lie: origin and size of one cell in metres, and their count.
+    The encoder's three stride-2 convs (padding 1) give ceil(n / 8) cells along an axis of n
+    voxels; the neck doubles that."""
 
-    def __init__(self, point_cloud_range, voxel_size, stride: int = 8):
+    def __init__(self, point_cloud_range, voxel_size, stride: int = OUT_STRIDE):
+        up = 8 // stride
         self.x0, self.y0 = float(point_cloud_range[0]), float(point_cloud_range[1])
         self.cell_x, self.cell_y = voxel_size[0] * stride, voxel_size[1] * stride
         nx = round((point_cloud_range[3] - point_cloud_range[0]) / voxel_size[0])
         ny = round((point_cloud_range[4] - point_cloud_range[1]) / voxel_size[1])
-        self.width, self.height = -(-nx // stride), -(-ny // stride)   # ceil: padded convs keep the edge
+        self.width, self.height = -(-nx // 8) * up, -(-ny // 8) * up
 
 
 class CenterPoint(nn.Module):
@@ -55,11 +59,14 @@ class CenterPoint(nn.Module):
         super().__init__()
         self.encoder = VoxelBackBone8x(in_channels)
         bev_channels = self.encoder.out_channels * encoder_depth(sparse_depth)
+        c = neck_channels
+        # Two 3x3 convs at the encoder's 8x stride, then a 2x transposed conv (as SECOND's BEV
+        # backbone up-samples): heads at stride 4 place small objects' centres on a finer grid.
         self.neck = nn.Sequential(
-            nn.Conv2d(bev_channels, neck_channels, 3, padding=1, bias=False), nn.BatchNorm2d(neck_channels),
-            nn.ReLU(),
-            nn.Conv2d(neck_channels, neck_channels, 3, padding=1, bias=False), nn.BatchNorm2d(neck_channels),
-            nn.ReLU())
+            nn.Conv2d(bev_channels, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+            nn.ConvTranspose2d(c, c, 2, stride=2, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+            nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
         self.heatmap = nn.Sequential(nn.Conv2d(neck_channels, neck_channels, 3, padding=1), nn.ReLU(),
                                      nn.Conv2d(neck_channels, num_classes, 1))
         self.regression = nn.Sequential(nn.Conv2d(neck_channels, neck_channels, 3, padding=1), nn.ReLU(),
