@@ -41,7 +41,7 @@ from mx_sparse.synthetic import CLASSES, generate_labeled_frame
 DEFAULTS = dict(
     train_scenes=(24, "generated training scenes (seeds seed*100000 + 0..N-1)"),
     val_scenes=(10, "generated held-out scenes (seeds seed*100000 + 50000 + 0..N-1)"),
-    epochs=(8, "passes over the training scenes"),
+    epochs=(12, "passes over the training scenes"),
     batch_size=(2, "frames per step"),
     lr=(3e-3, "peak AdamW learning rate (warm-up, then cosine decay over all epochs)"),
     weight_decay=(1e-2, "AdamW weight decay"),
@@ -54,6 +54,7 @@ DEFAULTS = dict(
     max_points_per_voxel=(5, "points kept per voxel (features = their mean)"),
     min_points=(5, "a box with fewer points is ignored in the evaluation (neither hit nor miss)"),
     score_threshold=(0.05, "lowest detection score kept"),
+    bev_stride=(8, "stride of the heads in voxels: 8 (the encoder's map) or 4 (the neck up-samples it 2x)"),
     val_fraction=(0.2, "KITTI input: fraction of frames held out (the last ones by name)"),
 )
 THRESHOLDS = {"Car": [0.5, 0.7], "Pedestrian": [0.25, 0.5], "Cyclist": [0.25, 0.5]}
@@ -355,10 +356,12 @@ def lr_factor(step, total):
 
 def build(cfg, device):
     pcr, vs = cfg["point_cloud_range"], cfg["voxel_size"]
-    grid = BevGrid(pcr, vs)
+    if cfg["bev_stride"] not in (4, 8):
+        raise SystemExit(f"bev_stride: expected 4 or 8, got {cfg['bev_stride']}")
+    grid = BevGrid(pcr, vs, int(cfg["bev_stride"]))
     depth = round((pcr[5] - pcr[2]) / vs[2]) + 1
     torch.manual_seed(int(cfg["seed"]))
-    model = CenterPoint(4, depth, len(CLASSES)).to(device)
+    model = CenterPoint(4, depth, len(CLASSES), upsample=cfg["bev_stride"] == 4).to(device)
     # The encoder's BatchNorm keeps OpenPCDet's momentum 0.01, made for 80-epoch schedules: after
     # the ~100 steps of the default run its running statistics would still be mostly their
     # initial values, and evaluation (which uses them) would see a different network.

@@ -53,20 +53,24 @@ class CenterPoint(nn.Module):
         sparse_depth: z cells of the sparse input (grid z + 1, SECOND's convention).
         num_classes: heatmap channels.
         neck_channels: width of the 2-D neck and heads.
+        upsample: heads at stride 4 (the neck up-samples 2x) instead of the encoder's 8.
     """
 
-    def __init__(self, in_channels: int, sparse_depth: int, num_classes: int = 3, neck_channels: int = 64):
+    def __init__(self, in_channels: int, sparse_depth: int, num_classes: int = 3, neck_channels: int = 64,
+                 upsample: bool = True):
         super().__init__()
+        self.out_stride = OUT_STRIDE if upsample else 8
         self.encoder = VoxelBackBone8x(in_channels)
         bev_channels = self.encoder.out_channels * encoder_depth(sparse_depth)
         c = neck_channels
         # Two 3x3 convs at the encoder's 8x stride, then a 2x transposed conv (as SECOND's BEV
         # backbone up-samples): heads at stride 4 place small objects' centres on a finer grid.
-        self.neck = nn.Sequential(
-            nn.Conv2d(bev_channels, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
-            nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
-            nn.ConvTranspose2d(c, c, 2, stride=2, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
-            nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        layers = [nn.Conv2d(bev_channels, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                  nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]
+        if upsample:
+            layers += [nn.ConvTranspose2d(c, c, 2, stride=2, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                       nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]
+        self.neck = nn.Sequential(*layers)
         self.heatmap = nn.Sequential(nn.Conv2d(neck_channels, neck_channels, 3, padding=1), nn.ReLU(),
                                      nn.Conv2d(neck_channels, num_classes, 1))
         self.regression = nn.Sequential(nn.Conv2d(neck_channels, neck_channels, 3, padding=1), nn.ReLU(),
