@@ -11,7 +11,7 @@ history, last evaluation) is written to --out after every epoch; --resume contin
 --eval-only --checkpoint re-evaluates it. A PNG of loss and AP per epoch is saved when
 matplotlib is installed.
 
-    python examples/train_second.py                      # default run, a few minutes on 2 CPU cores
+    python examples/train_second.py                      # default run (time measured in docs/en/main_job.md)
     python examples/train_second.py --epochs 12 --threads 2 --out runs/long
     python examples/train_second.py --resume runs/centerpoint/checkpoint.pt --epochs 12
     python examples/train_second.py --eval-only --checkpoint runs/centerpoint/checkpoint.pt
