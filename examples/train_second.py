@@ -13,7 +13,7 @@ matplotlib is installed.
 
     python examples/train_second.py                      # default run (time measured in docs/en/main_job.md)
     python examples/train_second.py --epochs 12 --threads 2 --out runs/long
-    python examples/train_second.py --resume runs/centerpoint/checkpoint.pt --epochs 12
+    python examples/train_second.py --resume runs/centerpoint/checkpoint.pt --epochs 16
     python examples/train_second.py --eval-only --checkpoint runs/centerpoint/checkpoint.pt
     python examples/train_second.py --points kitti/velodyne --labels kitti/label_2 --calib kitti/calib
     python examples/train_second.py --config my_config.json   # or .yaml with PyYAML installed
