@@ -184,9 +184,12 @@ def kitti_frames(args, cfg):
         try:
             with open(label_path) as f:
                 boxes, classes = parse_kitti_labels(f.read(), calib)
+        except ValueError as e:
+            raise SystemExit(f"--labels: {label_path}: {e}")
+        try:
             points = read_kitti_frame(path)
         except ValueError as e:
-            raise SystemExit(f"{label_path if 'label' in str(e) else path}: {e}")
+            raise SystemExit(f"--points: {e}")
         records.append(frame_record(points, boxes, classes, cfg))
     n_val = max(1, int(round(len(records) * cfg["val_fraction"]))) if len(records) > 1 else 0
     train, val = records[:len(records) - n_val], records[len(records) - n_val:]
