@@ -1,6 +1,8 @@
-"""Data-parallel training of the main job's model (VoxelBackBone8x + BEV occupancy head,
-examples/train_second.py) with torch.distributed's DistributedDataParallel: one process per
-device, each on its own generated scenes, gradients averaged by the process group.
+"""Data-parallel training of VoxelBackBone8x with a bird's-eye-view occupancy head (a 1x1 conv
+predicting which 8x-downsampled ground cells hold any voxel) with torch.distributed's
+DistributedDataParallel: one process per device, each on its own generated scenes, gradients
+averaged by the process group. (The main job, examples/train_second.py, trains a full
+CenterPoint detector; this example keeps the smallest model that exercises DDP.)
 
     torchrun --standalone --nproc_per_node 2 examples/train_ddp.py            # CPU, gloo
     torchrun --standalone --nproc_per_node 8 examples/train_ddp.py --sync-bn  # 8 NPUs (HCCL) or GPUs (NCCL)
@@ -21,10 +23,34 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 import mx_sparse
+from mx_sparse.models import VoxelBackBone8x
 from mx_sparse.synthetic import make_batch
-from train_second import BevOccupancyModel, bev_target
 
 BACKENDS = {"npu": "hccl", "cuda": "nccl", "cpu": "gloo"}
+
+
+class BevOccupancyModel(nn.Module):
+    def __init__(self, in_channels: int, bev_channels: int):
+        super().__init__()
+        self.encoder = VoxelBackBone8x(in_channels)
+        self.head = nn.Conv2d(bev_channels, 1, 1)
+
+    def forward(self, x):
+        y = self.encoder(x).dense()                 # [B, 128, D', H', W']
+        bev = y.flatten(1, 2)                       # [B, 128 * D', H', W']
+        return self.head(bev)[:, 0]
+
+
+def bev_target(indices, batch_size, out_hw, spatial_shape):
+    """1 where any input voxel falls into an output BEV cell."""
+    target = torch.zeros(batch_size, *out_hw, device=indices.device)
+    scale_y = spatial_shape[1] / out_hw[0]
+    scale_x = spatial_shape[2] / out_hw[1]
+    b = indices[:, 0].long()
+    y = (indices[:, 2].float() / scale_y).long().clamp(max=out_hw[0] - 1)
+    x = (indices[:, 3].float() / scale_x).long().clamp(max=out_hw[1] - 1)
+    target[b, y, x] = 1.0
+    return target
 
 
 def local_device(local_rank: int) -> torch.device:
@@ -79,7 +105,7 @@ def main():
     if args.crop:
         scenes = [crop(s, args.crop) for s in scenes]
     spatial_shape = scenes[0]["spatial_shape"]
-    out_d = (((spatial_shape[0] - 1) // 2 - 1) // 2 - 1) // 2 + 1   # as in train_second.py
+    out_d = (((spatial_shape[0] - 1) // 2 - 1) // 2 - 1) // 2 + 1   # after the three s2 stages
     out_d = (out_d - 3) // 2 + 1
     torch.manual_seed(0)   # same initial weights everywhere (DDP also broadcasts rank 0's)
     model = BevOccupancyModel(scenes[0]["features"].shape[1], 128 * out_d)

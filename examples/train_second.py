@@ -1,149 +1,470 @@
-"""Main job: train a SECOND sparse encoder (VoxelBackBone8x) on LiDAR frames -- generated
-street scenes by default, or KITTI-style ``.bin`` files (``--points``) -- on the best device
-present (NPU, CUDA, else CPU).
+"""Main job: train a CenterPoint-style 3-D detector (SECOND's VoxelBackBone8x encoder, a BEV
+neck, heatmap + box-regression heads) on generated LiDAR street scenes with car, pedestrian
+and cyclist box labels -- or on KITTI frames and labels -- and report BEV average precision
+on a held-out split beside a non-learned baseline.
 
-Points become voxels with ``mx_sparse.PointToVoxel`` (SECOND's settings: the preset's voxel
-size and range, at most ``--max-points-per-voxel`` points per voxel, features = mean point,
-as OpenPCDet's MeanVFE). The task is bird's-eye-view occupancy: a 1x1 head on the encoder's
-BEV map predicts which 8x-downsampled ground cells hold any voxel, a real target that the
-loss can learn. Prints the voxelization, a tqdm progress bar and a final line with steps/s
-and voxels/s.
+Each epoch trains over the training scenes, then evaluates the held-out scenes: BEV AP and
+recall per class at two IoU thresholds each (Car 0.5/0.7, Pedestrian and Cyclist 0.25/0.5),
+printed next to the baseline (class-mean boxes at clusters of above-ground points, see
+mx_sparse/detection/cluster_baseline.py). The checkpoint (model, optimizer, schedule,
+history, last evaluation) is written to --out after every epoch; --resume continues it,
+--eval-only --checkpoint re-evaluates it. A PNG of loss and AP per epoch is saved when
+matplotlib is installed.
 
-    python examples/train_second.py [--steps 30] [--batch-size 1] [--preset kitti]
-                                    [--points FILE.bin | DIR] [--max-voxels N]
+    python examples/train_second.py                      # default run (time measured in docs/en/main_job.md)
+    python examples/train_second.py --epochs 12 --threads 2 --out runs/long
+    python examples/train_second.py --resume runs/centerpoint/checkpoint.pt --epochs 16
+    python examples/train_second.py --eval-only --checkpoint runs/centerpoint/checkpoint.pt
+    python examples/train_second.py --points kitti/velodyne --labels kitti/label_2 --calib kitti/calib
+    python examples/train_second.py --config my_config.json   # or .yaml with PyYAML installed
 """
 import argparse
 import glob
+import json
+import math
 import os
+import sys
 import time
 
 import numpy as np
 import torch
-from torch import nn
 from tqdm import tqdm
 
 import mx_sparse
-from mx_sparse.models import VoxelBackBone8x
-from mx_sparse.synthetic import PRESETS, generate_points
+from mx_sparse.detection import (ClusterPriorBaseline, evaluate_detections, parse_kitti_calib,
+                                 parse_kitti_labels, read_kitti_frame)
+from mx_sparse.models.centerpoint import (BevGrid, CenterPoint, decode, encode_targets, focal_loss,
+                                          regression_loss)
+from mx_sparse.synthetic import CLASSES, generate_labeled_frame
+
+# Every configurable value, its default and what it means (a config file may set any of them).
+DEFAULTS = dict(
+    train_scenes=(24, "generated training scenes (seeds seed*100000 + 0..N-1)"),
+    val_scenes=(10, "generated held-out scenes (seeds seed*100000 + 50000 + 0..N-1)"),
+    epochs=(12, "passes over the training scenes"),
+    batch_size=(2, "frames per step"),
+    lr=(3e-3, "peak AdamW learning rate (warm-up, then cosine decay over all epochs)"),
+    weight_decay=(1e-2, "AdamW weight decay"),
+    max_steps=(0, "stop each epoch after this many steps (0: the whole epoch); for smoke tests"),
+    seed=(0, "seed of the scene split, shuffling, flips and initialisation"),
+    azimuth_steps=(1024, "generated scenes: LiDAR firings per revolution"),
+    hfov_deg=(180.0, "generated scenes: horizontal field of view kept, degrees"),
+    point_cloud_range=([0.0, -12.8, -3.0, 25.6, 12.8, 1.0], "x0 y0 z0 x1 y1 z1, metres"),
+    voxel_size=([0.16, 0.16, 0.16], "vx vy vz, metres"),
+    max_points_per_voxel=(5, "points kept per voxel (features = their mean)"),
+    min_points=(5, "a box with fewer points is ignored in the evaluation (neither hit nor miss)"),
+    score_threshold=(0.05, "lowest detection score kept"),
+    bev_stride=(8, "stride of the heads in voxels: 8 (the encoder's map) or 4 (the neck up-samples it 2x)"),
+    val_fraction=(0.2, "KITTI input: fraction of frames held out (the last ones by name)"),
+)
+THRESHOLDS = {"Car": [0.5, 0.7], "Pedestrian": [0.25, 0.5], "Cyclist": [0.25, 0.5]}
 
 
-def read_kitti_bin(path: str) -> np.ndarray:
-    """A KITTI velodyne frame: float32 (x, y, z, intensity) per point."""
-    size = os.path.getsize(path)
-    if size == 0 or size % 16:
-        raise SystemExit(f"--points: {path} holds {size} bytes; a KITTI .bin frame holds 16 per point "
-                         f"(float32 x, y, z, intensity)")
-    return np.fromfile(path, dtype=np.float32).reshape(-1, 4)
+# ----------------------------------------------------------------------------- configuration
+def parse_args(argv=None):
+    intro, details = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(description=intro.replace("\n", " "), epilog=details,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    metavars = dict(point_cloud_range=("X0", "Y0", "Z0", "X1", "Y1", "Z1"), voxel_size=("VX", "VY", "VZ"))
+    for key, (default, help_text) in DEFAULTS.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(default, list):
+            p.add_argument(flag, type=float, nargs=len(default), default=None, metavar=metavars[key],
+                           help=f"{help_text} (default {' '.join(map(str, default))})")
+        else:
+            p.add_argument(flag, type=type(default), default=None, help=f"{help_text} (default {default})")
+    p.add_argument("--config", metavar="FILE", help="JSON (or YAML, with PyYAML installed) file setting any of the "
+                                                    "options above by their underscore names; flags override it")
+    p.add_argument("--out", default="runs/centerpoint", help="folder for checkpoint.pt, metrics.json and "
+                                                            "training.png (default runs/centerpoint)")
+    p.add_argument("--resume", metavar="PATH", help="continue training from this checkpoint up to --epochs")
+    p.add_argument("--eval-only", action="store_true", help="evaluate --checkpoint on the held-out split and exit")
+    p.add_argument("--checkpoint", metavar="PATH", help="checkpoint for --eval-only")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument("--device", default=None, help="cpu, cuda or npu (default: the best device present)")
+    p.add_argument("--points", metavar="DIR", help="KITTI velodyne folder of .bin frames instead of generated scenes")
+    p.add_argument("--labels", metavar="DIR", help="KITTI label folder (<frame>.txt) for --points: label_2 files "
+                                                   "(camera frame, need --calib) or lidar-frame lines "
+                                                   "'Class x y z l w h yaw'")
+    p.add_argument("--calib", metavar="DIR", help="KITTI calib folder (<frame>.txt) for camera-frame label_2 files")
+    p.add_argument("--no-plot", action="store_true", help="do not write training.png")
+    args = p.parse_args(argv)
+    if args.eval_only and not args.checkpoint:
+        p.error("--eval-only needs --checkpoint PATH")
+    if (args.points is None) != (args.labels is None):
+        p.error("--points and --labels go together (KITTI frames need their labels to train a detector)")
+    return args
 
 
-def load_frames(points_path, preset: str, count: int):
-    """(frames, description): the .bin frames of a file or a folder (sorted by name), or
-    ``count`` generated frames."""
-    if points_path is None:
-        return [generate_points(preset, seed=1000 * s) for s in range(count)], f"{count} generated {preset} scenes"
-    if os.path.isdir(points_path):
-        files = sorted(glob.glob(os.path.join(points_path, "*.bin")))
-        if not files:
-            raise SystemExit(f"--points: no .bin files in {points_path}")
-    elif os.path.isfile(points_path):
-        files = [points_path]
+def load_config_file(path):
+    with open(path) as f:
+        text = f.read()
+    if path.endswith((".yaml", ".yml")):
+        try:
+            import yaml
+        except ImportError:
+            raise SystemExit(f"--config: {path} is YAML but PyYAML is not installed (pip install pyyaml), "
+                             f"or write the same keys as JSON")
+        data = yaml.safe_load(text) or {}
     else:
-        raise SystemExit(f"--points: {points_path} is neither a .bin file nor a folder")
-    return [read_kitti_bin(f) for f in files], f"{len(files)} frame(s) from {points_path}"
+        data = json.loads(text)
+    unknown = set(data) - set(DEFAULTS)
+    if unknown:
+        raise SystemExit(f"--config: unknown key(s) {sorted(unknown)} in {path}; known: {sorted(DEFAULTS)}")
+    return data
 
 
-def voxelized_batches(frames, batch_size: int, voxelizer: mx_sparse.PointToVoxel, device):
-    """One SparseConvTensor input per batch of consecutive frames (cycling through them),
-    plus the points, voxels and dropped-point counts of all batches."""
-    batches, stats = [], dict(points=0, voxels=0, out_of_range=0, max_voxels=0, max_points=0)
-    # SECOND's sparse shape has one more z cell than the grid ([41, 1600, 1408] on KITTI).
-    shape = [voxelizer.spatial_shape[0] + 1] + voxelizer.spatial_shape[1:]
-    for start in range(0, len(frames), batch_size):
-        clouds = [torch.from_numpy(frames[(start + i) % len(frames)]).to(device) for i in range(batch_size)]
-        v = voxelizer(clouds)
-        batches.append(dict(features=v.mean(), indices=v.coordinates, spatial_shape=shape, batch_size=batch_size))
-        stats["points"] += sum(c.shape[0] for c in clouds)
-        stats["voxels"] += v.coordinates.shape[0]
-        for reason, n in v.dropped.items():
-            stats[reason] += n
-    return batches, stats
+def resolve_config(args, saved=None):
+    """Defaults, then the saved checkpoint's config, then --config, then flags."""
+    cfg = {k: v for k, (v, _) in DEFAULTS.items()}
+    cfg.update(saved or {})
+    if args.config:
+        cfg.update(load_config_file(args.config))
+    for key in DEFAULTS:
+        value = getattr(args, key)
+        if value is not None:
+            cfg[key] = list(value) if isinstance(value, list) else value
+    return cfg
 
 
-class BevOccupancyModel(nn.Module):
-    def __init__(self, in_channels: int, bev_channels: int):
-        super().__init__()
-        self.encoder = VoxelBackBone8x(in_channels)
-        self.head = nn.Conv2d(bev_channels, 1, 1)
-
-    def forward(self, x):
-        y = self.encoder(x).dense()                 # [B, 128, D', H', W']
-        bev = y.flatten(1, 2)                       # [B, 128 * D', H', W']
-        return self.head(bev)[:, 0]
-
-
-def bev_target(indices, batch_size, out_hw, spatial_shape):
-    """1 where any input voxel falls into an output BEV cell."""
-    target = torch.zeros(batch_size, *out_hw, device=indices.device)
-    scale_y = spatial_shape[1] / out_hw[0]
-    scale_x = spatial_shape[2] / out_hw[1]
-    b = indices[:, 0].long()
-    y = (indices[:, 2].float() / scale_y).long().clamp(max=out_hw[0] - 1)
-    x = (indices[:, 3].float() / scale_x).long().clamp(max=out_hw[1] - 1)
-    target[b, y, x] = 1.0
-    return target
+# ----------------------------------------------------------------------------- data
+def frame_record(points, boxes, classes, cfg):
+    """What training and evaluation need of one frame: points in range, and the labels whose
+    centre is in the BEV range, marked ``ignore`` when fewer than min_points fall inside."""
+    pcr = np.asarray(cfg["point_cloud_range"])
+    pts = points[np.all((points[:, :3] >= pcr[:3]) & (points[:, :3] < pcr[3:]), 1)]
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 7)
+    inside = ((boxes[:, 0] >= pcr[0]) & (boxes[:, 0] < pcr[3]) & (boxes[:, 1] >= pcr[1]) & (boxes[:, 1] < pcr[4]))
+    boxes, classes = boxes[inside], np.asarray(classes)[inside]
+    counts = points_in_boxes(pts, boxes)
+    return dict(points=pts, boxes=boxes, classes=classes, ignore=counts < cfg["min_points"])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--batch-size", type=int, default=1)
-    parser.add_argument("--preset", default="kitti", choices=["kitti", "nuscenes"])
-    parser.add_argument("--scenes", type=int, default=4, help="distinct generated scenes to cycle through")
-    parser.add_argument("--points", default=None, metavar="PATH",
-                        help="KITTI-style .bin frame (float32 x, y, z, intensity) or a folder of them, "
-                             "instead of generated scenes")
-    parser.add_argument("--max-points-per-voxel", type=int, default=5)
-    parser.add_argument("--max-voxels", type=int, default=None, help="per frame (default: no cap)")
-    parser.add_argument("--device", default=None, help="default: best device present")
-    args = parser.parse_args()
+def points_in_boxes(points, boxes):
+    """Number of points inside each box [K] (rotated in BEV, upright)."""
+    counts = np.zeros(len(boxes), np.int64)
+    for k, b in enumerate(boxes):
+        d = points[:, :2] - b[:2]
+        c, s = math.cos(b[6]), math.sin(b[6])
+        along, across = d[:, 0] * c + d[:, 1] * s, -d[:, 0] * s + d[:, 1] * c
+        counts[k] = np.count_nonzero((np.abs(along) <= b[3] / 2) & (np.abs(across) <= b[4] / 2)
+                                     & (np.abs(points[:, 2] - b[2]) <= b[5] / 2))
+    return counts
 
-    device = torch.device(args.device) if args.device else mx_sparse.best_device()
-    torch.manual_seed(0)
-    cfg = PRESETS[args.preset]
-    frames, source = load_frames(args.points, args.preset, args.scenes * args.batch_size)
-    voxelizer = mx_sparse.PointToVoxel(cfg["voxel_size"], cfg["point_cloud_range"], args.max_points_per_voxel,
-                                       args.max_voxels)
-    scenes, stats = voxelized_batches(frames, args.batch_size, voxelizer, device)
-    print(f"data: {source}; {stats['points']:,} points -> {stats['voxels']:,} voxels in {len(scenes)} batch(es) "
-          f"of {args.batch_size} (dropped points: {stats['out_of_range']:,} outside {cfg['point_cloud_range']}, "
-          f"{stats['max_points']:,} beyond {args.max_points_per_voxel} per voxel, "
-          f"{stats['max_voxels']:,} beyond max_voxels)")
-    spatial_shape = scenes[0]["spatial_shape"]
-    in_channels = scenes[0]["features"].shape[1]
-    out_d = (((spatial_shape[0] - 1) // 2 - 1) // 2 - 1) // 2 + 1  # after the three s2 stages
-    out_d = (out_d - 3) // 2 + 1                                   # conv_out: k3 s2 along z
-    model = BevOccupancyModel(in_channels, 128 * out_d).to(device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3)
-    loss_fn = nn.BCEWithLogitsLoss()
 
-    voxels = 0
-    start = time.perf_counter()
-    bar = tqdm(range(args.steps), desc=f"train VoxelBackBone8x ({device.type})", unit="step")
-    for step in bar:
-        s = scenes[step % len(scenes)]
-        x = mx_sparse.SparseConvTensor(s["features"], s["indices"], s["spatial_shape"], s["batch_size"])
-        logits = model(x)
-        target = bev_target(s["indices"], s["batch_size"], logits.shape[1:], spatial_shape)
-        loss = loss_fn(logits, target)
+def generated_frames(cfg):
+    """(train, val) records of generated scenes; the two seed ranges never overlap."""
+    base = int(cfg["seed"]) * 100_000
+    splits = []
+    for name, offset, count in (("train", 0, cfg["train_scenes"]), ("val", 50_000, cfg["val_scenes"])):
+        records = []
+        for i in tqdm(range(int(count)), desc=f"generate {name} scenes", unit="scene", leave=False):
+            f = generate_labeled_frame("kitti", base + offset + i, azimuth_steps=int(cfg["azimuth_steps"]),
+                                       hfov_deg=float(cfg["hfov_deg"]))
+            records.append(frame_record(f.points, f.boxes, f.classes, cfg))
+        splits.append(records)
+    return splits, f"{cfg['train_scenes']} generated training + {cfg['val_scenes']} held-out scenes"
+
+
+def kitti_frames(args, cfg):
+    """(train, val) records of KITTI frames; the last val_fraction of frames (by name) is held out."""
+    bins = sorted(glob.glob(os.path.join(args.points, "*.bin")))
+    if not bins:
+        raise SystemExit(f"--points: no .bin files in {args.points}")
+    records = []
+    for path in tqdm(bins, desc="read KITTI frames", unit="frame", leave=False):
+        name = os.path.splitext(os.path.basename(path))[0]
+        label_path = os.path.join(args.labels, name + ".txt")
+        if not os.path.isfile(label_path):
+            raise SystemExit(f"--labels: {label_path} is missing (every frame of --points needs its label file)")
+        calib = None
+        if args.calib:
+            with open(os.path.join(args.calib, name + ".txt")) as f:
+                calib = parse_kitti_calib(f.read())
+        try:
+            with open(label_path) as f:
+                boxes, classes = parse_kitti_labels(f.read(), calib)
+        except ValueError as e:
+            raise SystemExit(f"--labels: {label_path}: {e}")
+        try:
+            points = read_kitti_frame(path)
+        except ValueError as e:
+            raise SystemExit(f"--points: {e}")
+        records.append(frame_record(points, boxes, classes, cfg))
+    n_val = max(1, int(round(len(records) * cfg["val_fraction"]))) if len(records) > 1 else 0
+    train, val = records[:len(records) - n_val], records[len(records) - n_val:]
+    if not val:
+        val = train
+    return (train, val), f"{len(train)} KITTI training + {len(val)} held-out frames from {args.points}"
+
+
+class Voxelized:
+    """Voxels of every frame, computed once; batches are concatenations of frames."""
+
+    def __init__(self, records, cfg, device):
+        self.voxelizer = mx_sparse.PointToVoxel(cfg["voxel_size"], cfg["point_cloud_range"],
+                                                cfg["max_points_per_voxel"])
+        self.device = device
+        # SECOND's sparse shape has one more z cell than the grid.
+        self.shape = [self.voxelizer.spatial_shape[0] + 1] + self.voxelizer.spatial_shape[1:]
+        self.frames = []
+        for r in records:
+            pts = torch.from_numpy(np.ascontiguousarray(r["points"][:, :4], np.float32))
+            v = self.voxelizer([pts])
+            self.frames.append((v.mean(), v.coordinates[:, 1:]))
+        self.mirror_ok = abs(cfg["point_cloud_range"][1] + cfg["point_cloud_range"][4]) < 1e-6
+
+    def batch(self, ids, flips=None):
+        """SparseConvTensor of the frames ``ids``; a frame with flips[i] is mirrored (y -> -y)."""
+        feats, coords = [], []
+        for b, i in enumerate(ids):
+            f, c = self.frames[i]
+            if flips is not None and flips[b]:
+                f, c = f.clone(), c.clone()
+                f[:, 1] = -f[:, 1]
+                c[:, 1] = self.shape[1] - 1 - c[:, 1]
+            feats.append(f)
+            coords.append(torch.cat([torch.full((len(c), 1), b, dtype=c.dtype), c], 1))
+        return mx_sparse.SparseConvTensor(torch.cat(feats).to(self.device), torch.cat(coords).to(self.device),
+                                          self.shape, len(ids))
+
+
+def flip_boxes(boxes):
+    out = boxes.copy()
+    out[:, 1], out[:, 6] = -out[:, 1], -out[:, 6]
+    return out
+
+
+# ----------------------------------------------------------------------------- train / eval
+def train_epoch(model, data, records, grid, optimizer, scheduler, cfg, epoch, rng):
+    model.train()
+    order = rng.permutation(len(records))
+    bs = int(cfg["batch_size"])
+    steps = [order[i:i + bs] for i in range(0, len(order) - bs + 1, bs)] or [order]
+    if cfg["max_steps"]:
+        steps = steps[:int(cfg["max_steps"])]
+    losses = []
+    bar = tqdm(steps, desc=f"epoch {epoch} train", unit="step", leave=False)
+    for ids in bar:
+        flips = rng.random(len(ids)) < 0.5 if data.mirror_ok else np.zeros(len(ids), bool)
+        x = data.batch(ids, flips)
+        heat, targets = [], []
+        for i, flip in zip(ids, flips):
+            r = records[i]
+            boxes = flip_boxes(r["boxes"]) if flip else r["boxes"]
+            h, reg, index = encode_targets(boxes, r["classes"], grid, len(CLASSES), min_radius=1)
+            heat.append(torch.from_numpy(h))
+            targets.append((torch.from_numpy(reg).to(data.device), torch.from_numpy(index).to(data.device)))
+        out = model(x)
+        hm_loss = focal_loss(out["heatmap"], torch.stack(heat).to(data.device))
+        reg_loss = regression_loss(out["regression"], targets)
+        loss = hm_loss + reg_loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
         optimizer.step()
-        voxels += s["indices"].shape[0]
-        bar.set_postfix(loss=f"{loss.item():.4f}", voxels=s["indices"].shape[0])
-    elapsed = time.perf_counter() - start
-    print(f"done: {args.steps} steps on {device.type}, final loss {loss.item():.4f}, "
-          f"{args.steps / elapsed:.2f} steps/s, {voxels / elapsed:,.0f} voxels/s")
+        scheduler.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{loss.item():.3f}", heatmap=f"{hm_loss.item():.3f}", box=f"{reg_loss.item():.3f}")
+    return float(np.mean(losses)), len(steps)
+
+
+@torch.no_grad()
+def predict(model, data, grid, cfg):
+    model.eval()
+    preds = []
+    bs = int(cfg["batch_size"])
+    for start in tqdm(range(0, len(data.frames), bs), desc="evaluate", unit="batch", leave=False):
+        ids = list(range(start, min(start + bs, len(data.frames))))
+        preds += decode(model(data.batch(ids)), grid, score_threshold=cfg["score_threshold"])
+    return preds
+
+
+def ground_truths(records):
+    return [dict(boxes=r["boxes"], classes=r["classes"], ignore=r["ignore"]) for r in records]
+
+
+def evaluate(preds, records):
+    return evaluate_detections(preds, ground_truths(records), THRESHOLDS, CLASSES)
+
+
+def fmt(x):
+    return "   n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:6.1f}"
+
+
+def print_table(model_eval, baseline_eval, title):
+    """Per class and IoU threshold: AP and recall of the detector beside the baseline."""
+    print(f"\n{title}")
+    print(f"{'class':<11}{'IoU':>5}{'GT':>5} | {'AP detector':>11} {'AP baseline':>11} | "
+          f"{'recall det.':>11} {'recall base':>11}")
+    for name in CLASSES:
+        for thr in THRESHOLDS[name]:
+            m, b = model_eval["per_class"][name][thr], baseline_eval["per_class"][name][thr]
+            print(f"{name:<11}{thr:>5.2f}{m['num_gt']:>5} | {fmt(m['ap']):>11} {fmt(b['ap']):>11} | "
+                  f"{fmt(m['recall']):>11} {fmt(b['recall']):>11}")
+    for level, label in ((0, "Car@0.5 Ped@0.25 Cyc@0.25"), (1, "Car@0.7 Ped@0.5 Cyc@0.5")):
+        print(f"{'mAP':<11}{label:>27} | {fmt(model_eval['mean_ap'].get(level)):>5} "
+              f"{fmt(baseline_eval['mean_ap'].get(level)):>11}")
+
+
+def to_json(ev):
+    """An evaluation with string keys (JSON), thresholds as '0.50'."""
+    return dict(per_class={n: {f"{t:.2f}": v for t, v in d.items()} for n, d in ev["per_class"].items()},
+                mean_ap={str(k): v for k, v in ev["mean_ap"].items()})
+
+
+def save_plot(history, baseline_map, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print(f"plot: matplotlib is not installed, {path} not written (pip install matplotlib)")
+        return
+    epochs = [h["epoch"] for h in history]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot(epochs, [h["loss"] for h in history], "o-")
+    ax1.set(xlabel="epoch", ylabel="training loss (focal + L1)", title="loss")
+    ax2.plot(epochs, [100 * h["map"] for h in history], "o-", label="CenterPoint (this run)")
+    ax2.axhline(100 * baseline_map, color="gray", ls="--", label="cluster + class-mean baseline")
+    ax2.set(xlabel="epoch", ylabel="BEV mAP, %", title="held-out BEV mAP (Car@0.5 Ped@0.25 Cyc@0.25)")
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    print(f"plot: {path}")
+
+
+def class_sizes(records):
+    """Mean (l, w, h) per class over the training labels (the baseline's prior)."""
+    sizes = np.ones((len(CLASSES), 3))
+    boxes = np.concatenate([r["boxes"] for r in records]).reshape(-1, 7)
+    classes = np.concatenate([r["classes"] for r in records])
+    for c in range(len(CLASSES)):
+        if np.any(classes == c):
+            sizes[c] = boxes[classes == c, 3:6].mean(0)
+    return sizes
+
+
+def lr_factor(step, total):
+    """Learning-rate multiplier: linear warm-up over the first 20% of the steps, then a cosine
+    down to 2%. A function of the step and the current total, so a run resumed with more
+    --epochs stretches the schedule instead of running past its end."""
+    warm = max(1, int(0.2 * total))
+    if step < warm:
+        return 0.1 + 0.9 * step / warm
+    t = min(1.0, (step - warm) / max(1, total - warm))
+    return 0.02 + 0.98 * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def build(cfg, device):
+    pcr, vs = cfg["point_cloud_range"], cfg["voxel_size"]
+    if cfg["bev_stride"] not in (4, 8):
+        raise SystemExit(f"bev_stride: expected 4 or 8, got {cfg['bev_stride']}")
+    grid = BevGrid(pcr, vs, int(cfg["bev_stride"]))
+    depth = round((pcr[5] - pcr[2]) / vs[2]) + 1
+    torch.manual_seed(int(cfg["seed"]))
+    model = CenterPoint(4, depth, len(CLASSES), upsample=cfg["bev_stride"] == 4).to(device)
+    # The encoder's BatchNorm keeps OpenPCDet's momentum 0.01, made for 80-epoch schedules: after
+    # the ~100 steps of the default run its running statistics would still be mostly their
+    # initial values, and evaluation (which uses them) would see a different network.
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.momentum = 0.1
+    return model, grid
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device) if args.device else mx_sparse.best_device()
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device}: this torch build ({torch.__version__}) sees no CUDA device")
+    if device.type == "npu" and not (hasattr(torch, "npu") and torch.npu.is_available()):
+        raise SystemExit(f"--device {args.device}: no NPU (torch_npu not installed or no device visible)")
+    saved = None
+    ckpt_path = args.checkpoint if args.eval_only else args.resume
+    if ckpt_path:
+        if not os.path.isfile(ckpt_path):
+            raise SystemExit(f"{'--checkpoint' if args.eval_only else '--resume'}: no file {ckpt_path}")
+        saved = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    cfg = resolve_config(args, saved["config"] if saved else None)
+    start_time = time.perf_counter()
+
+    (train_rec, val_rec), source = kitti_frames(args, cfg) if args.points else generated_frames(cfg)
+    counts = np.bincount(np.concatenate([r["classes"][~r["ignore"]] for r in val_rec]).astype(np.int64),
+                         minlength=len(CLASSES))
+    print(f"data: {source}; held-out boxes with >= {cfg['min_points']} points: "
+          + ", ".join(f"{n} {c}" for n, c in zip(counts, CLASSES)))
+    model, grid = build(cfg, device)
+    train_data, val_data = Voxelized(train_rec, cfg, device), Voxelized(val_rec, cfg, device)
+    print(f"model: CenterPoint (VoxelBackBone8x, sparse shape {train_data.shape}, BEV {grid.height}x{grid.width} "
+          f"cells of {grid.cell_x:.2f} m at the heads) on {device.type}, "
+          f"{sum(p.numel() for p in model.parameters()):,} parameters")
+
+    baseline = ClusterPriorBaseline(class_sizes(train_rec), cfg["point_cloud_range"])
+    baseline_eval = evaluate([baseline(r["points"]) for r in val_rec], val_rec)
+
+    if args.eval_only:
+        model.load_state_dict(saved["model"])
+        ev = evaluate(predict(model, val_data, grid, cfg), val_rec)
+        print_table(ev, baseline_eval, f"held-out BEV AP / recall (%), checkpoint {args.checkpoint} "
+                                       f"(epoch {saved['epoch']})")
+        print(f"eval-only: mAP {fmt(ev['mean_ap'][0]).strip()} (saved with the checkpoint: "
+              f"{fmt(saved['eval']['mean_ap']['0']).strip()})")
+        return ev
+
+    epochs = int(cfg["epochs"])
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg["lr"], weight_decay=cfg["weight_decay"])
+    per_epoch = max(1, len(train_rec) // int(cfg["batch_size"]))
+    if cfg["max_steps"]:
+        per_epoch = min(per_epoch, int(cfg["max_steps"]))
+    total = epochs * per_epoch
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, total))
+    history, first = [], 1
+    rng = np.random.default_rng(int(cfg["seed"]) + 1)
+    if saved:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        history, first = saved["history"], saved["epoch"] + 1
+        rng.bit_generator.state = saved["rng"]
+        print(f"resume: {args.resume} at epoch {saved['epoch']}, training epochs {first}..{epochs}")
+    os.makedirs(args.out, exist_ok=True)
+    ckpt_out = os.path.join(args.out, "checkpoint.pt")
+    steps = 0
+    ev = saved["eval"] if saved else None
+    train_start = time.perf_counter()
+    for epoch in tqdm(range(first, epochs + 1), desc="epochs", unit="epoch"):
+        loss, n = train_epoch(model, train_data, train_rec, grid, optimizer, scheduler, cfg, epoch, rng)
+        steps += n
+        ev_raw = evaluate(predict(model, val_data, grid, cfg), val_rec)
+        ev = to_json(ev_raw)
+        history.append(dict(epoch=epoch, loss=loss, map=ev_raw["mean_ap"].get(0, float("nan")),
+                            map_strict=ev_raw["mean_ap"].get(1, float("nan"))))
+        tqdm.write(f"epoch {epoch}/{epochs}: loss {loss:.3f}, held-out mAP {fmt(history[-1]['map']).strip()} "
+                   f"(baseline {fmt(baseline_eval['mean_ap'].get(0)).strip()})")
+        torch.save(dict(model=model.state_dict(), optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
+                        epoch=epoch, config=cfg, history=history, eval=ev, rng=rng.bit_generator.state), ckpt_out)
+    train_time = time.perf_counter() - train_start
+    if ev is None:
+        raise SystemExit(f"nothing to train: the checkpoint is at epoch {first - 1} and --epochs is {epochs}")
+    final = dict(per_class={n: {float(t): v for t, v in d.items()} for n, d in ev["per_class"].items()},
+                 mean_ap={int(k): v for k, v in ev["mean_ap"].items()})
+    print_table(final, baseline_eval, f"held-out BEV AP / recall (%) after epoch {history[-1]['epoch']}")
+    with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        json.dump(dict(config=cfg, history=history, detector=ev, baseline=to_json(baseline_eval)), f, indent=1)
+    if not args.no_plot:
+        save_plot(history, baseline_eval["mean_ap"].get(0, float("nan")), os.path.join(args.out, "training.png"))
+    det, base = final["mean_ap"].get(0, float("nan")), baseline_eval["mean_ap"].get(0, float("nan"))
+    verdict = "above" if det > base else "NOT above"
+    print(f"checkpoint: {ckpt_out}")
+    print(f"done: {steps} steps in {train_time:.0f} s ({steps / max(train_time, 1e-9):.2f} steps/s) on {device.type}, "
+          f"{time.perf_counter() - start_time:.0f} s in all; held-out mAP {fmt(det).strip()} vs baseline "
+          f"{fmt(base).strip()} ({verdict} the baseline)")
+    return final
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

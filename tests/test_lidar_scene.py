@@ -211,3 +211,58 @@ def test_azimuth_culling_does_not_change_hits():
     t_shuf, refl_shuf, _ = ls.cast_rays(scene, origin, dirs[perm], chunk=256)
     np.testing.assert_array_equal(t_shuf, t_sorted[perm])
     np.testing.assert_array_equal(refl_shuf, refl_sorted[perm])
+
+
+# ---------------------------------------------------------------- labelled frames
+def _inside(points, b, margin):
+    d = points[:, :2] - b[:2]
+    c, s = np.cos(b[6]), np.sin(b[6])
+    along, across = d[:, 0] * c + d[:, 1] * s, -d[:, 0] * s + d[:, 1] * c
+    return ((np.abs(along) <= b[3] / 2 + margin) & (np.abs(across) <= b[4] / 2 + margin)
+            & (np.abs(points[:, 2] - b[2]) <= b[5] / 2 + margin))
+
+
+def test_labeled_frame_boxes_contain_their_points():
+    f = ls.generate_labeled_frame("kitti", seed=3, azimuth_steps=720)
+    assert f.boxes.shape == (len(f.classes), 7) and f.points.shape[1] == 4
+    assert set(np.unique(f.classes)) == {0, 1, 2}            # cars, pedestrians, cyclists
+    np.testing.assert_array_equal(f.num_points, np.bincount(f.point_owner[f.point_owner >= 0],
+                                                            minlength=len(f.boxes)))
+    assert (f.num_points > 0).sum() >= 10
+    for k in np.nonzero(f.num_points)[0]:
+        # 0.1 m: 5 sigma of the kitti preset's range noise.
+        own = f.points[f.point_owner == k, :3]
+        assert _inside(own, f.boxes[k], 0.1).all(), (k, ls.CLASSES[f.classes[k]])
+    # Sizes are KITTI-like per class (l, w, h in metres).
+    for c, (lo, hi) in enumerate([((3.8, 1.6, 1.3), (5.7, 2.2, 2.7)), ((0.5, 0.4, 1.5), (1.0, 0.8, 2.0)),
+                                  ((1.5, 0.4, 1.5), (2.0, 0.8, 1.9))]):
+        size = f.boxes[f.classes == c, 3:6]
+        assert np.all((size >= lo) & (size <= hi)), c
+
+
+def test_labeled_frame_is_deterministic_and_keeps_the_street():
+    a = ls.generate_labeled_frame("kitti", seed=5, azimuth_steps=360)
+    b = ls.generate_labeled_frame("kitti", seed=5, azimuth_steps=360)
+    np.testing.assert_array_equal(a.points, b.points)
+    np.testing.assert_array_equal(a.boxes, b.boxes)
+    c = ls.generate_labeled_frame("kitti", seed=6, azimuth_steps=360)
+    assert not np.array_equal(a.boxes[:3], c.boxes[:3])
+    # The cars are the ones generate_points' street holds: the scene without people has
+    # exactly the labelled vehicles' primitives.
+    street = ls.build_scene(np.random.default_rng(5))
+    people = ls.build_scene(np.random.default_rng(5), people_rng=np.random.default_rng([5, 1]))
+    cars = people.labels[people.labels[:, 7] == 0]
+    np.testing.assert_array_equal(street.labels, cars)
+    np.testing.assert_array_equal(street.boxes["center"], people.boxes["center"][:len(street.boxes["center"])])
+
+
+def test_people_keep_apart():
+    scene = ls.build_scene(np.random.default_rng(1), people_rng=np.random.default_rng([1, 1]))
+    people = scene.labels[scene.labels[:, 7] > 0]
+    assert len(people) > 5
+    iou_free = 0
+    for i, p in enumerate(people):
+        others = np.delete(people, i, 0)
+        gap = np.hypot(others[:, 0] - p[0], others[:, 1] - p[1])
+        iou_free += np.all(gap > 0.6)
+    assert iou_free == len(people)

@@ -5,7 +5,7 @@ The public names are re-exported lazily (PEP 562) so that
 """
 import importlib
 
-__all__ = ["PRESETS", "generate_points", "voxelize", "make_batch", "mean_active_neighbors"]
+__all__ = ["PRESETS", "CLASSES", "generate_points", "generate_labeled_frame", "LabeledFrame", "voxelize", "make_batch", "mean_active_neighbors"]
 
 
 def __getattr__(name):

@@ -11,6 +11,10 @@ Coordinate frame of the returned points: sensor frame of the *latest* sweep
 (x forward, y left, z up, origin at the LiDAR), so the ground sits at about
 ``-sensor_height`` -- the same convention as KITTI velodyne / nuScenes LIDAR_TOP.
 
+:func:`generate_labeled_frame` builds the same street with pedestrians and cyclists
+added and returns the points together with one 3-D box label per car, pedestrian and
+cyclist (KITTI's three detection classes), for training and evaluating detectors.
+
 Only numpy is used for generation; torch is touched only in :func:`make_batch`.
 """
 from __future__ import annotations
@@ -50,7 +54,11 @@ PRESETS = {
 # Base reflectivity per surface type; each object gets a random multiplier so
 # that intensity carries some (weak) object identity, as in real data.
 REFLECTIVITY = dict(ground=0.12, car=0.35, van=0.40, building=0.22,
-                    wall=0.30, pole=0.55, trunk=0.18, foliage=0.08)
+                    wall=0.30, pole=0.55, trunk=0.18, foliage=0.08,
+                    person=0.25, head=0.15, bicycle=0.45)
+
+# Detection classes of the box labels, in class-id order (KITTI's three).
+CLASSES = ("Car", "Pedestrian", "Cyclist")
 
 SCENE_HALF_LENGTH = 110.0   # road extent along u, beyond every preset's range
 
@@ -76,12 +84,16 @@ class Scene:
     boxes:       center [K,3], half [K,3], yaw [K]
     cylinders:   center_xy [K,2], radius [K], z_range [K,2]  (vertical, no caps)
     ellipsoids:  center [K,3], radii [K,3]                   (axis-aligned)
-    each kind also carries a reflectivity [K].
+    each kind also carries a reflectivity [K] and an owner [K]: the row of
+    ``labels`` the primitive belongs to, -1 for unlabelled scenery.
+    labels:      [L,8] (x, y, z, l, w, h, yaw, class id); z is the box centre,
+                 l runs along the yaw direction.
     """
     ground: Ground
     boxes: dict
     cylinders: dict
     ellipsoids: dict
+    labels: np.ndarray = None
 
 
 class _SceneBuilder:
@@ -90,6 +102,9 @@ class _SceneBuilder:
     def __init__(self, ground, rng):
         self.ground, self.rng = ground, rng
         self.boxes, self.cylinders, self.ellipsoids = [], [], []
+        self.labels = []
+        # Primitives added now belong to this label row (-1: scenery).
+        self.owner = -1
 
     def _refl(self, kind):
         return REFLECTIVITY[kind] * self.rng.uniform(0.7, 1.3)
@@ -97,25 +112,39 @@ class _SceneBuilder:
     def box_on_ground(self, x, y, length, width, height, yaw, kind, lift=0.0):
         z = self.ground.height(x, y) + lift + height / 2
         self.boxes.append([x, y, z, length / 2, width / 2, height / 2, yaw,
-                           self._refl(kind)])
+                           self._refl(kind), self.owner])
 
     def cylinder_on_ground(self, x, y, radius, height, kind):
         z0 = self.ground.height(x, y)
-        self.cylinders.append([x, y, radius, z0, z0 + height, self._refl(kind)])
+        self.cylinders.append([x, y, radius, z0, z0 + height, self._refl(kind), self.owner])
 
     def ellipsoid(self, x, y, z, rx, ry, rz, kind):
-        self.ellipsoids.append([x, y, z, rx, ry, rz, self._refl(kind)])
+        self.ellipsoids.append([x, y, z, rx, ry, rz, self._refl(kind), self.owner])
+
+    def begin_object(self):
+        """The primitives added from now until :meth:`end_object` are parts of one
+        labelled object. Draws no random numbers, so labelling never changes a scene."""
+        self.owner = len(self.labels)
+
+    def end_object(self, x, y, length, width, height, yaw, class_name):
+        """Close the object with its label: a box standing on the ground at (x, y)."""
+        z = self.ground.height(x, y) + height / 2
+        self.labels.append([x, y, z, length, width, height, yaw, CLASSES.index(class_name)])
+        self.owner = -1
 
     def build(self):
-        b = np.asarray(self.boxes, np.float64).reshape(-1, 8)
-        c = np.asarray(self.cylinders, np.float64).reshape(-1, 6)
-        e = np.asarray(self.ellipsoids, np.float64).reshape(-1, 7)
+        b = np.asarray(self.boxes, np.float64).reshape(-1, 9)
+        c = np.asarray(self.cylinders, np.float64).reshape(-1, 7)
+        e = np.asarray(self.ellipsoids, np.float64).reshape(-1, 8)
         return Scene(
             ground=self.ground,
-            boxes=dict(center=b[:, 0:3], half=b[:, 3:6], yaw=b[:, 6], refl=b[:, 7]),
+            boxes=dict(center=b[:, 0:3], half=b[:, 3:6], yaw=b[:, 6], refl=b[:, 7],
+                       owner=b[:, 8].astype(np.int64)),
             cylinders=dict(center_xy=c[:, 0:2], radius=c[:, 2], z_range=c[:, 3:5],
-                           refl=c[:, 5]),
-            ellipsoids=dict(center=e[:, 0:3], radii=e[:, 3:6], refl=e[:, 6]),
+                           refl=c[:, 5], owner=c[:, 6].astype(np.int64)),
+            ellipsoids=dict(center=e[:, 0:3], radii=e[:, 3:6], refl=e[:, 6],
+                            owner=e[:, 7].astype(np.int64)),
+            labels=np.asarray(self.labels, np.float64).reshape(-1, 8),
         )
 
 
@@ -142,20 +171,26 @@ def _walk_along(rng, gap_range, start=-SCENE_HALF_LENGTH, stop=SCENE_HALF_LENGTH
 
 
 def _add_vehicle(sb, rng, road, u, v):
-    """A car is a body box plus a cabin box; a van is one tall box."""
+    """A car is a body box plus a cabin box; a van is one tall box. Both are labelled
+    Car (the ground-to-roof box around the body), as KITTI's Car covers sedans to MPVs."""
     yaw = road.yaw + (np.pi if rng.random() < 0.5 else 0.0) + rng.normal(0, 0.05)
     x, y = road.to_world(u, v)
     if rng.random() < 0.2:
-        sb.box_on_ground(x, y, rng.uniform(4.8, 5.6), rng.uniform(1.9, 2.1),
-                         rng.uniform(2.0, 2.5), yaw, "van", lift=0.15)
+        length, width, height = rng.uniform(4.8, 5.6), rng.uniform(1.9, 2.1), rng.uniform(2.0, 2.5)
+        sb.begin_object()
+        sb.box_on_ground(x, y, length, width, height, yaw, "van", lift=0.15)
+        sb.end_object(x, y, length, width, height + 0.15, yaw, "Car")
         return
     length, width, body = rng.uniform(3.9, 4.8), rng.uniform(1.7, 1.9), rng.uniform(0.75, 0.95)
+    sb.begin_object()
     sb.box_on_ground(x, y, length, width, body, yaw, "car", lift=0.2)
     # Cabin sits slightly behind the centre, on top of the body.
     back = -0.1 * length
     cx, cy = x + back * np.cos(yaw), y + back * np.sin(yaw)
-    sb.box_on_ground(cx, cy, 0.55 * length, 0.92 * width, rng.uniform(0.5, 0.65),
+    cabin = rng.uniform(0.5, 0.65)
+    sb.box_on_ground(cx, cy, 0.55 * length, 0.92 * width, cabin,
                      yaw, "car", lift=0.2 + body)
+    sb.end_object(x, y, length, width, 0.2 + body + cabin, yaw, "Car")
 
 
 def _place_vehicles(sb, rng, road):
@@ -206,8 +241,118 @@ def _place_street_furniture(sb, rng, road):
                          "foliage")
 
 
-def build_scene(rng: np.random.Generator) -> Scene:
-    """Random straight street: sloped ground, vehicles, buildings, poles, trees."""
+def _footprints(sb):
+    """(x, y, radius) of the bounding circle of every primitive placed so far."""
+    rows = [(b[0], b[1], np.hypot(b[3], b[4])) for b in sb.boxes]
+    rows += [(c[0], c[1], c[2]) for c in sb.cylinders]
+    rows += [(e[0], e[1], max(e[3], e[4])) for e in sb.ellipsoids]
+    return np.asarray(rows, np.float64).reshape(-1, 3)
+
+
+def _is_free(footprints, x, y, radius, margin=0.3):
+    """True when a circle at (x, y) overlaps no placed primitive's bounding circle."""
+    gap = np.hypot(footprints[:, 0] - x, footprints[:, 1] - y) - footprints[:, 2] - radius
+    return bool(np.all(gap > margin))
+
+
+def _add_pedestrian(sb, rng, x, y, yaw):
+    """Legs, torso (boxes) and head (ellipsoid) inside a KITTI-sized Pedestrian box."""
+    length, width, height = rng.uniform(0.6, 0.95), rng.uniform(0.5, 0.7), rng.uniform(1.55, 1.9)
+    c, s = np.cos(yaw), np.sin(yaw)
+    stride = rng.uniform(-0.15, 0.15) * length        # legs apart along the walking direction
+    sb.begin_object()
+    for sign in (-1, 1):
+        sb.box_on_ground(x + sign * stride * c, y + sign * stride * s, 0.22, 0.2, 0.48 * height,
+                         yaw, "person")
+    sb.box_on_ground(x, y, 0.45 * length, 0.85 * width, 0.33 * height, yaw, "person", lift=0.48 * height)
+    r = 0.1 * height / 1.75
+    sb.ellipsoid(x, y, sb.ground.height(x, y) + height - r, r, r, r * 1.15, "head")
+    sb.end_object(x, y, length, width, height, yaw, "Pedestrian")
+
+
+def _add_cyclist(sb, rng, x, y, yaw):
+    """Bicycle (a thin slab of frame and wheels) and rider inside a Cyclist box."""
+    length, width, height = rng.uniform(1.6, 1.9), rng.uniform(0.5, 0.75), rng.uniform(1.6, 1.85)
+    sb.begin_object()
+    sb.box_on_ground(x, y, length, 0.12, 0.62 * height * rng.uniform(0.95, 1.0), yaw, "bicycle")
+    sb.box_on_ground(x, y, 0.35 * length, 0.85 * width, 0.3 * height, yaw, "person", lift=0.55 * height)
+    r = 0.1 * height / 1.75
+    sb.ellipsoid(x, y, sb.ground.height(x, y) + height - r, r, r, r * 1.15, "head")
+    sb.end_object(x, y, length, width, height, yaw, "Cyclist")
+
+
+def _place_people(sb, rng, road, extent=60.0, tries=8):
+    """Pedestrians on both sidewalks (some crossing the road), cyclists riding near the
+    kerbs, then bins, bollards, benches and bushes on the sidewalks, each placed only
+    where it overlaps nothing already there."""
+    footprints = _footprints(sb)
+
+    def put(add, u, v, yaw, radius):
+        nonlocal footprints
+        x, y = road.to_world(u, v)
+        if not _is_free(footprints, x, y, radius):
+            return False
+        add(sb, rng, x, y, yaw)
+        footprints = np.concatenate([footprints, [[x, y, radius]]])
+        return True
+
+    # Unlabelled street furniture of person and bicycle size first: what a detector must
+    # learn to tell apart from pedestrians and cyclists (a size prior alone cannot).
+    for side in (-1, 1):
+        for u in _walk_along(rng, (3.0, 8.0), -extent, extent):
+            kind = str(rng.choice(list(_FURNITURE)))
+            for _ in range(tries):
+                v = side * (road.half_width + road.sidewalk * rng.uniform(0.05, 0.95))
+                if put(_FURNITURE[kind], u + rng.uniform(-1, 1), v, road.yaw + rng.normal(0, 0.1),
+                       1.0 if kind == "bench" else 0.5):
+                    break
+    for side in (-1, 1):
+        for u in _walk_along(rng, (1.0, 4.0), -extent, extent):
+            for _ in range(tries):
+                v = side * (road.half_width + road.sidewalk * rng.uniform(0.1, 0.9))
+                along = road.yaw + (0.0 if rng.random() < 0.5 else np.pi) + rng.normal(0, 0.3)
+                if put(_add_pedestrian, u + rng.uniform(-1, 1), v, along, 0.6):
+                    break
+        for u in _walk_along(rng, (3.0, 9.0), -extent, extent):
+            for _ in range(tries):
+                v = side * (road.half_width - rng.uniform(0.6, 3.0))
+                along = road.yaw + (0.0 if side < 0 else np.pi) + rng.normal(0, 0.1)
+                if put(_add_cyclist, u + rng.uniform(-2, 2), v, along, 1.0):
+                    break
+    for u in _walk_along(rng, (3.0, 10.0), -extent, extent):        # crossing the road
+        v = rng.uniform(-road.half_width, road.half_width)
+        put(_add_pedestrian, u, v, road.yaw + np.pi / 2 * rng.choice([-1, 1]) + rng.normal(0, 0.2), 0.6)
+
+
+def _add_bin(sb, rng, x, y, yaw):
+    side = rng.uniform(0.5, 0.75)
+    sb.box_on_ground(x, y, side, side * rng.uniform(0.8, 1.0), rng.uniform(0.9, 1.25), yaw, "wall")
+
+
+def _add_bollard(sb, rng, x, y, yaw):
+    sb.cylinder_on_ground(x, y, rng.uniform(0.08, 0.2), rng.uniform(0.7, 1.1), "pole")
+
+
+def _add_bench(sb, rng, x, y, yaw):
+    length = rng.uniform(1.5, 2.0)
+    sb.box_on_ground(x, y, length, rng.uniform(0.45, 0.6), 0.05, yaw, "wall", lift=0.42)     # seat
+    c, s = np.cos(yaw + np.pi / 2), np.sin(yaw + np.pi / 2)
+    sb.box_on_ground(x + 0.25 * c, y + 0.25 * s, length, 0.06, 0.45, yaw, "wall", lift=0.45)  # back
+
+
+def _add_bush(sb, rng, x, y, yaw):
+    r = rng.uniform(0.35, 0.8)
+    sb.ellipsoid(x, y, sb.ground.height(x, y) + 0.8 * r, r, r * rng.uniform(0.7, 1.0), r * rng.uniform(0.8, 1.4),
+                 "foliage")
+
+
+_FURNITURE = dict(bin=_add_bin, bollard=_add_bollard, bench=_add_bench, bush=_add_bush)
+
+
+def build_scene(rng: np.random.Generator, people_rng: np.random.Generator = None) -> Scene:
+    """Random straight street: sloped ground, vehicles, buildings, poles, trees, and,
+    when ``people_rng`` is given, pedestrians, cyclists and small street furniture drawn from that generator
+    (a separate stream, so the rest of the scene is the same with or without them)."""
     ground = Ground(gx=rng.uniform(-0.02, 0.02), gy=rng.uniform(-0.02, 0.02),
                     reflectivity=REFLECTIVITY["ground"])
     # The ego drives along +x; a small road yaw keeps facades off the voxel axes.
@@ -217,6 +362,9 @@ def build_scene(rng: np.random.Generator) -> Scene:
     _place_vehicles(sb, rng, road)
     _place_buildings(sb, rng, road)
     _place_street_furniture(sb, rng, road)
+    if people_rng is not None:
+        sb.rng = people_rng
+        _place_people(sb, people_rng, road)
     return sb.build()
 
 
@@ -337,10 +485,11 @@ def _select(prims, mask):
 
 
 def _intersect_chunk(scene, extents, origin, dirs):
-    """Distances [R,K] and reflectivities [K] of all primitives that can be hit."""
+    """Distances [R,K], reflectivities [K] and owners [K] of all primitives that can be hit."""
     mid, half = _chunk_azimuth(dirs)
     cols = [ray_ground(origin, dirs, scene.ground)[:, None]]
     refl = [np.array([scene.ground.reflectivity])]
+    owner = [np.array([-1])]
     casters = dict(
         boxes=lambda p: ray_boxes(origin, dirs, p["center"], p["half"], p["yaw"]),
         cylinders=lambda p: ray_cylinders(origin, dirs, p["center_xy"], p["radius"], p["z_range"]),
@@ -353,16 +502,19 @@ def _intersect_chunk(scene, extents, origin, dirs):
             prims = _select(getattr(scene, kind), visible)
             cols.append(cast(prims))
             refl.append(prims["refl"])
-    return np.concatenate(cols, 1), np.concatenate(refl)
+            owner.append(prims["owner"])
+    return np.concatenate(cols, 1), np.concatenate(refl), np.concatenate(owner)
 
 
-def cast_rays(scene: Scene, origin, dirs, chunk=2048):
+def cast_rays(scene: Scene, origin, dirs, chunk=2048, with_owner=False):
     """Nearest hit of every ray.
 
     Returns ``(t [R], reflectivity [R], is_ground [R])``; ``t`` is inf on a
-    miss. Rays are processed in contiguous chunks; when the rays are ordered by
-    azimuth (as :func:`beam_directions` produces) each chunk only tests the
-    primitives inside its azimuth wedge, which keeps the cost near-linear.
+    miss. With ``with_owner`` a fourth array [R] holds the label row of the hit
+    primitive (-1 for scenery, ground and misses). Rays are processed in
+    contiguous chunks; when the rays are ordered by azimuth (as
+    :func:`beam_directions` produces) each chunk only tests the primitives
+    inside its azimuth wedge, which keeps the cost near-linear.
     """
     origin = np.asarray(origin, np.float64)
     dirs = np.asarray(dirs, np.float64)
@@ -370,13 +522,15 @@ def cast_rays(scene: Scene, origin, dirs, chunk=2048):
     t = np.full(len(dirs), np.inf)
     refl = np.zeros(len(dirs))
     is_ground = np.zeros(len(dirs), bool)
+    owner = np.full(len(dirs), -1, np.int64)
     for lo in range(0, len(dirs), chunk):
-        tk, rk = _intersect_chunk(scene, extents, origin, dirs[lo:lo + chunk])
+        tk, rk, ok = _intersect_chunk(scene, extents, origin, dirs[lo:lo + chunk])
         best = tk.argmin(1)
         t[lo:lo + chunk] = tk[np.arange(len(tk)), best]
         refl[lo:lo + chunk] = rk[best]
+        owner[lo:lo + chunk] = np.where(np.isfinite(t[lo:lo + chunk]), ok[best], -1)
         is_ground[lo:lo + chunk] = best == 0   # column 0 is always the ground
-    return t, refl, is_ground
+    return (t, refl, is_ground, owner) if with_owner else (t, refl, is_ground)
 
 
 # --------------------------------------------------------------------------
@@ -398,11 +552,12 @@ def beam_directions(num_beams, fov_up_deg, fov_down_deg, azimuth_steps,
     return np.stack([ce * np.cos(az), ce * np.sin(az), np.sin(elev)], -1).reshape(-1, 3)
 
 
-def scan_sweep(scene, origin, cfg, rng):
-    """One revolution from ``origin``; returns world-frame points [M,4] (xyz, intensity)."""
+def scan_sweep(scene, origin, cfg, rng, with_owner=False):
+    """One revolution from ``origin``; returns world-frame points [M,4] (xyz, intensity)
+    and, with ``with_owner``, the label row [M] each point was returned by (-1: none)."""
     dirs = beam_directions(cfg["num_beams"], cfg["fov_up_deg"], cfg["fov_down_deg"],
                            cfg["azimuth_steps"], cfg["hfov_deg"], rng.uniform(0, 2 * np.pi))
-    t, refl, is_ground = cast_rays(scene, origin, dirs)
+    t, refl, is_ground, owner = cast_rays(scene, origin, dirs, with_owner=True)
     # Noise is drawn for every ray (not only hits) so the stream stays aligned.
     t = t + rng.normal(0, cfg["range_noise"], len(t))
     keep = (np.isfinite(t) & (t >= cfg["min_range"]) & (t <= cfg["max_range"])
@@ -411,7 +566,8 @@ def scan_sweep(scene, origin, cfg, rng):
     # Asphalt is not a perfect plane: roughen only the ground returns.
     xyz[:, 2] += is_ground * rng.normal(0, cfg["ground_roughness"], len(t))
     intensity = np.clip(refl + rng.normal(0, cfg["intensity_noise"], len(t)), 0.0, 1.0)
-    return np.concatenate([xyz, intensity[:, None]], 1)[keep]
+    points = np.concatenate([xyz, intensity[:, None]], 1)[keep]
+    return (points, owner[keep]) if with_owner else points
 
 
 def _resolve_config(preset, overrides):
@@ -454,6 +610,50 @@ def generate_points(preset: str = "kitti", seed: int = 0, **overrides) -> np.nda
             pts = np.concatenate([pts, np.full((len(pts), 1), lag)], 1)
         sweeps.append(pts)
     return np.concatenate(sweeps).astype(np.float32)
+
+
+@dataclass
+class LabeledFrame:
+    """One generated LiDAR frame with its 3-D box labels, all in the sensor frame.
+
+    points:      float32 [P, 4] (x, y, z, intensity)
+    boxes:       float32 [K, 7] (x, y, z, l, w, h, yaw): z is the box centre, l runs
+                 along yaw (counter-clockwise from +x), the KITTI-lidar/OpenPCDet box.
+    classes:     int64 [K], index into :data:`CLASSES`
+    num_points:  int64 [K], returns of each object in ``points``
+    point_owner: int64 [P], the box row each point was returned by, -1 for scenery
+    """
+    points: np.ndarray
+    boxes: np.ndarray
+    classes: np.ndarray
+    num_points: np.ndarray
+    point_owner: np.ndarray
+
+
+def generate_labeled_frame(preset: str = "kitti", seed: int = 0, **overrides) -> LabeledFrame:
+    """A street scene with cars, pedestrians and cyclists, scanned once, with box labels.
+
+    Deterministic by ``seed``; the street (road, vehicles, buildings, poles, trees) is
+    the one :func:`generate_points` builds for the same seed, and pedestrians and
+    cyclists are added from a second seeded stream. Occlusion comes from the ray
+    casting: an object behind another gets fewer or no returns (see ``num_points``;
+    all objects of the street are returned, filter on ``num_points`` for visible ones).
+    Multi-sweep presets are scanned as one sweep (objects here do not move).
+    """
+    cfg = _resolve_config(preset, overrides)
+    rng = np.random.default_rng(seed)
+    scene = build_scene(rng, people_rng=np.random.default_rng([seed, 1]))
+    h = cfg["sensor_height"]
+    origin = np.array([0.0, 0.0, float(scene.ground.height(0.0, 0.0)) + h])
+    points, owner = scan_sweep(scene, origin, cfg, rng, with_owner=True)
+    points[:, 2] -= h                         # world -> sensor frame
+    labels = scene.labels
+    boxes = labels[:, :7].copy()
+    boxes[:, 2] -= h
+    return LabeledFrame(points=points.astype(np.float32), boxes=boxes.astype(np.float32),
+                        classes=labels[:, 7].astype(np.int64),
+                        num_points=np.bincount(owner[owner >= 0], minlength=len(labels)).astype(np.int64),
+                        point_owner=owner)
 
 
 # --------------------------------------------------------------------------
