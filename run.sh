@@ -207,7 +207,7 @@ if [ "${MXS_DRY_RUN:-0}" = 1 ]; then
 fi
 cd "$ROOT"
 case "$job" in
-  train) venv_setup ;;
+  train) venv_setup matplotlib ;;   # matplotlib: the main job's loss/AP plot
   # triton: the CUDA backend's kernels run in its interpreter and compile to sm_80/sm_90 cubins in tests
   test)  venv_setup pytest hypothesis "spconv==$(pin spconv)" mmengine
          setup_env "$PY" "$(triton_requirement "$PY")" ;;
