@@ -36,8 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # path name -> (environment, functions whose calls are kernel launches, functions that read to the host)
 PATHS = {
     "cuda-on-cpu": ({"MXS_CUDA_ON_CPU": "1"}, [("mx_sparse._cuda.launch", "run")],
-                    [("mx_sparse._cuda.host_sync", "read")]),
-    "npu-on-cpu": ({"MXS_NPU_ON_CPU": "1"}, [], []),
+                    [("mx_sparse._accelerator.host_sync", "read")]),
+    # the AscendC kernels launched in the emulator (one ctypes call each, as one aclnn call on the NPU)
+    "npu-on-cpu": ({"MXS_NPU_ON_CPU": "1"}, [("mx_sparse.ascend", "_call")],
+                   [("mx_sparse._accelerator.host_sync", "read")]),
 }
 # ops that only create views or metadata: no kernel on the device (reported apart)
 VIEW_OPS = {"view", "_unsafe_view", "reshape", "alias", "as_strided", "expand", "permute", "transpose", "t", "select",
