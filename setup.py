@@ -94,8 +94,11 @@ def npu_extension():
     return CppExtension(
         name="mx_sparse._C_npu",
         sources=sources("kernels/ascend/binding/mx_sparse_npu.cpp"),
+        # the kernels' limit and tiling headers (op_host/) include each other by file name
         include_dirs=[inc, os.path.join(inc, "third_party", "op-plugin"),
-                      os.path.join(inc, "third_party", "acl", "inc"), os.path.join(str(cann.home), "include")],
+                      os.path.join(inc, "third_party", "acl", "inc"), os.path.join(str(cann.home), "include"),
+                      os.path.join(ROOT, "kernels", "common"), os.path.join(ROOT, "kernels", "ascend", "common", "op_kernel")]
+                     + sorted(glob.glob(os.path.join(ROOT, "kernels", "ascend", "*", "op_host"))),
         library_dirs=[os.path.join(npu, "lib"), os.path.join(str(cann.home), "lib64")],
         libraries=["torch_npu", "ascendcl"],
         extra_compile_args={"cxx": ["-O2", "-std=c++17"]},

@@ -9,6 +9,11 @@ import torch
 
 from ._C import contract as _cc
 
+# The checks and extents of plain ints are functions of their arguments alone: under torch.compile
+# dynamo runs them while tracing (they raise there, or their result is a constant of the graph)
+# instead of breaking the graph at a C++ call it cannot trace.
+_constant_under_compile = torch.compiler.assume_constant_result
+
 INT32_MAX = _cc.INT32_MAX
 INT64_MAX = _cc.INT64_MAX
 MAX_SPATIAL_DIMS = _cc.MAX_SPATIAL_DIMS
@@ -23,11 +28,13 @@ def same_device(reference_name: str, reference: torch.Tensor, **tensors: Optiona
     _cc.same_device(reference_name, reference, list(tensors.items()))
 
 
+@_constant_under_compile
 def grid(spatial_shape: Sequence[int], batch_size: int) -> List[int]:
     """make_grid: 1..4 positive extents whose batch_size x product fits an int64 key."""
     return _cc.grid(list(spatial_shape), batch_size)
 
 
+@_constant_under_compile
 def per_axis(name: str, values: Sequence[int], ndim: int, minimum: int) -> List[int]:
     """``ndim`` values, each in [minimum, 2^31 - 1] (fill_axis_arg)."""
     values = list(values)
@@ -37,23 +44,27 @@ def per_axis(name: str, values: Sequence[int], ndim: int, minimum: int) -> List[
     return _cc.per_axis(name, values, ndim, minimum)
 
 
+@_constant_under_compile
 def kernel_volume(kernel_size: Sequence[int]) -> int:
     """prod(kernel_size), at most MAX_KERNEL_VOLUME (the columns of a neighbor map)."""
     return _cc.kernel_volume(list(kernel_size))
 
 
+@_constant_under_compile
 def conv_output_shape(shape, kernel, stride, padding, dilation, batch_size) -> List[int]:
     """conv_output_grid: the strided conv's output extent per axis (conv_out_extent, floor
     division), every axis non-empty and within int32 coordinates, every output key within int64."""
     return _cc.conv_output_shape(list(shape), list(kernel), list(stride), list(padding), list(dilation), batch_size)
 
 
+@_constant_under_compile
 def conv_output_extent(shape, kernel, stride, padding, dilation) -> List[int]:
     """conv_out_extent per axis without the bounds of conv_output_shape (may be <= 0), for
     arguments the caller has checked or that follow another library's rules."""
     return _cc.conv_output_extent(list(shape), list(kernel), list(stride), list(padding), list(dilation))
 
 
+@_constant_under_compile
 def transposed_output_extent(shape, kernel, stride, padding, dilation, output_padding) -> List[int]:
     """transposed_conv_out_extent per axis: (s - 1)*stride - 2*padding + dilation*(k - 1) + 1 +
     output_padding (may be <= 0)."""
@@ -92,6 +103,7 @@ def backprop_filter_shapes(features, grad, nbr, nbr_t, groups) -> Tuple[int, int
     return _cc.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
 
 
+@_constant_under_compile
 def key_deltas(kernel_size, dilation, grid_shape, centered: bool) -> List[int]:
     """Key difference of every kernel offset k (row-major over kernel_size) on a row-major grid
     of ``grid_shape``: offset (kp - k//2)*dilation per axis when ``centered`` (submanifold),

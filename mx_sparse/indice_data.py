@@ -28,6 +28,15 @@ class IndiceData:
         self.batch_size: Optional[int] = None
         self._in_token, self._out_token = contents_token(in_indices), contents_token(out_indices)
 
+    def __setstate__(self, state: dict) -> None:
+        """A copy (pickle, deepcopy, torch.load) holds new index tensors whose version counters
+        start afresh: its tokens are taken from them, as when the map was built."""
+        self.__dict__.update(state)
+        if self.__dict__.get("_in_token") is not None:
+            self._in_token = contents_token(self.in_indices)
+        if self.__dict__.get("_out_token") is not None:
+            self._out_token = contents_token(self.out_indices)
+
     @property
     def nbr(self) -> torch.Tensor:
         return self._nbr.dense()

@@ -726,6 +726,7 @@ def ref_sparse_max_pool_backward(grad, argmax, nbr, num_rows):
     a = argmax.long()
     require(bool(((a >= -1) & (a < nbr.shape[1])).all()), "argmax")
     dx = torch.zeros(num_rows, grad.shape[1], dtype=torch.float64)
+    bound = torch.zeros_like(dx)   # the sum of |terms| (several windows can pick the same input)
     for r in range(grad.shape[0]):
         for ch in range(grad.shape[1]):
             k = int(a[r, ch])
@@ -733,7 +734,8 @@ def ref_sparse_max_pool_backward(grad, argmax, nbr, num_rows):
                 i = int(nbr[r, k])
                 require(i >= 0, "argmax")
                 dx[i, ch] += float(grad[r, ch])
-    return Bounded(dx.to(grad.dtype), dx.abs())
+                bound[i, ch] += abs(float(grad[r, ch]))
+    return Bounded(dx.to(grad.dtype), bound)
 
 
 def ref_sparse_avg_pool(features, nbr):

@@ -55,8 +55,8 @@ SEEDS = {
                             "void gather_mm(GM_ADDR features, GM_ADDR nbr, GM_ADDR weight",
                             "does not take the OpDef's GM arguments in order"),
     # the binding passes a tensor where the prototype has the Int attr group_size
-    "binding_arg_kind": ("binding/mx_sparse_npu.cpp", "EXEC_NPU_CMD(aclnnSubmMap, qkeys, ckeys, deltas, group,",
-                         "EXEC_NPU_CMD(aclnnSubmMap, qkeys, ckeys, deltas, deltas,", "argument `deltas` is tensor, parameter group_size"),
+    "binding_arg_kind": ("binding/mx_sparse_npu.cpp", "EXEC_NPU_CMD(aclnnSubmMap, q, c, d, group,",
+                         "EXEC_NPU_CMD(aclnnSubmMap, q, c, d, d,", "argument `d` is tensor, parameter group_size"),
     # tiling struct field moved to a misaligned offset
     "tiling_misaligned": ("subm_map/op_host/subm_map_tiling_data.h", "    int64_t numVoxels;", "    int32_t pad0;\n    int64_t numVoxels;",
                           "SubmMapTilingData.numVoxels at byte 4 is not aligned"),
