@@ -1,28 +1,35 @@
 """The Triton kernels of the CUDA backend (this module imports triton; launch.py imports it
 only when a kernel is first needed).
 
-  gather_mm_kernel:        out[m] = sum_k features[nbr[m, k]] @ weight[k]          (per group)
+  gather_mm_kernel:        out[m] = sum_k features[nbr[m, k]] @ weight[k]          (one group)
   filter_splits_kernel:    partial[s, k] = sum over the rows m of split s of
-                           features[nbr[m, k]]^T (x) grad[m]                       (per group)
+                           features[nbr[m, k]]^T (x) grad[m]                       (one group)
   sum_splits_kernel:       dW = partial[0] + partial[1] + ... in split order
 
-Both GEMMs are implicit: their reduction runs over the (offset k, input channel c) pairs of a
-group, r = k * Cin/groups + c, which is also the row order of the weight [K, Cin/groups, Cout].
-A step of BLOCK_K pairs gathers features[nbr[m, k], c] for each of them, so a layer with few
-input channels (a network's first layer: 3 or 4) fills its dot with several offsets at once
-instead of padding every offset to 16 channels.
+Sorted, mask-gated implicit GEMM. Both kernels walk the map's rows in the order of the map's
+plan (map_plan.py: rows sorted by neighbour bitmask, in tiles of BLOCK_M rows, with each tile's
+present offsets). The reduction runs over (present offset, input channel) pairs:
+gather_mm_kernel's tile takes its j-th present offset's channels as pairs r = j * Cin + c, in
+steps of BLOCK_K, so an offset no row of the tile has costs nothing, and a layer with few input
+channels (a first layer: 3 or 4) still fills its dot with several offsets per step. The filter
+kernel's program owns BLOCK_K (offset, channel) rows of dW and skips every tile in which none
+of its offsets is present. Inside a tile an absent (row, offset) pair is masked (loaded as 0).
+
+ALIGNED variants (Cin a multiple of BLOCK_K, Cout of 16; tiles.py picks them): a step is
+BLOCK_K channels of ONE offset, so each row needs one map entry per step, its channels are
+contiguous and 16-byte aligned (vector loads), and the filter kernel loads [rows, channels]
+blocks row-contiguous (coalesced) and transposes them in registers.
 
 Output-stationary: a program owns its block of outputs and its accumulator, so there are no
-atomics and every sum runs in a fixed order: (offset, channel) pairs in ascending steps,
-rows in ascending steps (filter), splits in ascending order; inside one tl.dot the GPU's
-MMA/FMA order, fixed for a given tile.
+atomics on values and every sum runs in a fixed order: a row's present offsets ascending
+(gather), a program's tiles ascending (filter), splits ascending; inside one tl.dot the GPU's
+MMA/FMA order, fixed for a given tile. Results repeat bit for bit run to run.
 
 Addresses are computed in int64: rows x channels exceeds 2^31 on large scenes. A map entry
 outside [-1, rows of features) is never read (masked); the host side rejects such maps.
 
-Absent neighbours are masked, not skipped: a step's loads of them touch no memory, and a
-branch on a tile-wide reduction would save little on LiDAR maps (a 64-row tile of sorted
-voxels uses nearly every offset).
+COUNT (tests and bench only): every tl.dot adds its BLOCK_M x BLOCK_N x BLOCK_K multiply-adds
+to an int64 counter (launch.counting_steps); False in every shipped build.
 
 WIDEN (interpreter only): Triton 3.8's interpreter computes tl.dot of two bfloat16 operands
 wrongly, so under the interpreter bf16 operands are widened to fp32 before the dot. bf16
