@@ -80,17 +80,20 @@ _PTXAS = re.compile(r"Used (\d+) registers")
 # PTX loads from global memory by width: scalar 16-bit loads (ld.global[.modifiers].b16 / .u16, no
 # vector), and cp.async copies by their byte count (4: one element, 16: a vector)
 _LD_B16 = re.compile(r"\bld\.global(?:\.[a-z0-9_:]+)*?\.(?:b16|u16|f16|bf16)\s")
-_CP_ASYNC = re.compile(r"\bcp\.async\.c[ag]\.shared\.global(?:\.[a-zA-Z0-9_:]+)*\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(\d+)")
+_CP_ASYNC = re.compile(r"\bcp\.async\.c[ag]\.shared\.global\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(0x[0-9a-fA-F]+|\d+)")
 _LD_VECTOR = re.compile(r"\bld\.global(?:\.[a-z0-9_:]+)*?\.v(\d)\.(?:b|u|f|s)(\d+)")
 
 
 def load_widths(ptx: str) -> dict:
-    """Counts of global loads in a kernel's PTX by width (what vectorisation reached)."""
-    copies = [int(n) for n in _CP_ASYNC.findall(ptx)]
-    vectors = _LD_VECTOR.findall(ptx)
+    """Counts of global loads in a kernel's PTX by width (what vectorisation reached): scalar
+    16-bit loads, cp.async copies by byte count, vector loads of 8 and 16 bytes."""
+    copies = [int(n, 0) for n in _CP_ASYNC.findall(ptx)]
+    vectors = [int(n) * int(bits) // 8 for n, bits in _LD_VECTOR.findall(ptx)]
     return {"ld_b16_scalar": len(_LD_B16.findall(ptx)),
             "cp_async_4": copies.count(4), "cp_async_8": copies.count(8), "cp_async_16": copies.count(16),
-            "ld_vector_16B": sum(1 for n, bits in vectors if int(n) * int(bits) == 128)}
+            "ld_vector_8B": vectors.count(8), "ld_vector_16B": vectors.count(16)}
+
+
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -144,6 +147,12 @@ def problems(records):
             found.append(f"{name}: {r['shared']} B shared memory > {MAX_SHARED[arch]} B")
         if r["registers"] > MAX_REGISTERS:
             found.append(f"{name}: {r['registers']} registers > {MAX_REGISTERS}")
+        if r["tile"].endswith("a") and r["kernel"] != "sum_splits_kernel" and r.get("ld_b16_scalar", 0):
+            found.append(f"{name}: aligned variant with {r['ld_b16_scalar']} scalar 16-bit global loads")
+        if (r["tile"].endswith("a") and r["kernel"] == "gather_mm_kernel" and r["dtype"] != "fp64"
+                and r.get("cp_async_4", 0)):
+            # the gather's pipelined operands are the features and weights (map entries load directly)
+            found.append(f"{name}: aligned variant with {r['cp_async_4']} four-byte cp.async copies")
     return found
 
 

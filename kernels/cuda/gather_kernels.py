@@ -62,9 +62,12 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
                      PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
                      ALIGNED: tl.constexpr):
     # program (tile of sorted map rows, block of output channels)
-    if ALIGNED:     # the launcher's promise: Cin a multiple of BLOCK_K, Cout of 16 (16-byte rows)
-        cin = tl.multiple_of(cin, BLOCK_K)
-        cout = tl.multiple_of(cout, 16)
+    if ALIGNED:
+        # the launcher's promise: Cin a multiple of BLOCK_K, Cout of 16. Written as x // b * b (the
+        # same value) so that the compiler knows the divisibility and vectorises the row loads:
+        # a scalar argument's hint would need a specialised variant per channel count
+        cin = cin // BLOCK_K * BLOCK_K
+        cout = cout // 16 * 16
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pos = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -83,7 +86,7 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
             # a step is BLOCK_K channels of one offset: one map entry per row, contiguous channels
             j = r0 // cin
             k = tl.load(tile_offsets + j)
-            c = tl.max_contiguous(tl.multiple_of(r0 - j * cin + steps, BLOCK_K), BLOCK_K)
+            c = (r0 - j * cin) // BLOCK_K * BLOCK_K + steps
             src = tl.load(nbr + (rows * kvol + k), mask=row_live, other=-1)
             present = (src >= 0) & (src < n_in)
             a = tl.load(features + (src.to(tl.int64) * cin)[:, None] + c[None, :], mask=present[:, None], other=0.0)
@@ -115,8 +118,8 @@ def filter_splits_kernel(features, grad, nbr, order, present_tiles, partial, cou
     # program (block of (offset, input channel) pairs, Cout block, split of sorted map rows);
     # split_rows is a multiple of BLOCK_M, so the row steps are the map plan's tiles
     if ALIGNED:     # Cin a multiple of BLOCK_K (a program's pairs are one offset's channels), Cout of 16
-        cin = tl.multiple_of(cin, BLOCK_K)
-        cout = tl.multiple_of(cout, 16)
+        cin = cin // BLOCK_K * BLOCK_K
+        cout = cout // 16 * 16
     pid_r = tl.program_id(0)
     pid_n = tl.program_id(1)
     split = tl.program_id(2)
@@ -144,8 +147,7 @@ def filter_splits_kernel(features, grad, nbr, order, present_tiles, partial, cou
             if ALIGNED:
                 # one map entry per row; each row's BLOCK_K channels contiguous (coalesced), then transposed
                 k0 = pid_r * BLOCK_K // cin
-                c = tl.max_contiguous(tl.multiple_of(pid_r * BLOCK_K - k0 * cin + tl.arange(0, BLOCK_K), BLOCK_K),
-                                      BLOCK_K)
+                c = (pid_r * BLOCK_K - k0 * cin) // BLOCK_K * BLOCK_K + tl.arange(0, BLOCK_K)
                 src = tl.load(nbr + (rows * kvol + k0), mask=pos_live, other=-1)
                 present = (src >= 0) & (src < n_in)
                 a = tl.trans(tl.load(features + (src.to(tl.int64) * cin)[:, None] + c[None, :],

@@ -24,7 +24,7 @@ class Tile:
     block_m: int
     block_n: int
     block_k: int
-    num_warps: int = 4
+    num_warps: int = 4          # 2 for 16-wide output blocks: 16-byte loads need >= 8 half values a thread
     num_stages: int = 2
     aligned: bool = False       # the kernels' ALIGNED variant: Cin a multiple of block_k, Cout of 16
 
@@ -50,8 +50,9 @@ def _widest_n(dtype: str) -> int:
 
 def _widest_k(dtype: str) -> int:
     # fp32 steps of 32 pairs spilled registers (sm_80 gather m64n32k32: 428 B; filter n64k32
-    # on both architectures, IEEE and TF32): fp32 takes steps of 16 (cubins.py measures it).
-    return 16 if dtype == "fp32" else 32
+    # on both architectures, IEEE and TF32), and so did fp64's with the gated gather's per-pair
+    # offset table (sm_80 m32n64k32: 40 B): fp32 and fp64 take steps of 16 (cubins.py measures it).
+    return 32 if dtype in ("fp16", "bf16") else 16
 
 
 # Shape classes: "aligned" -- Cin a multiple of 16 and Cout a multiple of 16 (every layer of the
@@ -88,7 +89,17 @@ def gather_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     present (offset, channel) pairs summed in steps of block_k."""
     block_n = _block(cout_g, _widest_n(dtype))
     block_k, aligned = _step_k(dtype, kvol, cin_g, cout_g)
-    return Tile(ROWS_PER_TILE, block_n, block_k, aligned=aligned)
+    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, aligned, False), aligned=aligned)
+
+
+def _warps(dtype: str, block_n: int, aligned: bool, filter_kernel: bool) -> int:
+    """2 warps for 16-wide half/fp32 tiles (16-byte loads need enough values per thread); 8 for
+    the generic filter kernel's half tiles of 32+ columns (4 spilled 8 B on sm_80/sm_90)."""
+    if block_n <= 16 and dtype != "fp64":
+        return 2
+    if filter_kernel and not aligned and dtype in ("fp16", "bf16"):
+        return 8
+    return 4
 
 
 def filter_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
@@ -97,7 +108,7 @@ def filter_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     offsets is present (the same 32-row tiles as gather_mm: one plan per map)."""
     block_n = _block(cout_g, 64)
     block_k, aligned = _step_k(dtype, kvol, cin_g, cout_g)
-    return Tile(ROWS_PER_TILE, block_n, block_k, aligned=aligned)
+    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, aligned, True), aligned=aligned)
 
 
 # Rows of one filter-gradient split: splits are summed in ascending order afterwards

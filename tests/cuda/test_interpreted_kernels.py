@@ -9,7 +9,7 @@ import itertools
 import pytest
 import torch
 
-from cuda_cases import (CUDA, assert_close_to, cpu_is_cuda_path, launched, operands, references,
+from cuda_cases import (CPU, CUDA, assert_close_to, cpu_is_cuda_path, launched, operands, references,
                         run_cuda_path)
 from mx_sparse._cuda import launch, tiles
 
@@ -236,3 +236,23 @@ def test_rows_sorted_by_neighbour_mask():
     assert plan.counts.tolist() == [2, 2, 2]       # tiles {3, 1}: offsets 1, 2; {0, 2}: 0, 2; {4}: 0, 2
     assert plan.offsets[:, :2].tolist() == [[1, 2], [0, 2], [0, 2]]
     assert plan.present.tolist() == [[0, 1, 1], [1, 0, 1], [1, 0, 1]]
+
+
+def test_absent_neighbour_times_inf_is_skipped_or_nan():
+    """The absent-neighbour contract (docs/en/cuda.md, Limits): with an Inf in one offset's
+    weight, an output lacking that neighbour is the skipping sum (the CPU kernels') where its
+    whole tile lacks the offset, else NaN (0 x Inf); outputs having it are Inf/NaN as the
+    CPU's; everything else equals the CPU kernels' result."""
+    features, weight, grad, nbr = operands(200, 150, 27, 16, 16, 1, torch.float32, seed=11, density=0.2)
+    nbr[:, 5] = torch.where(torch.arange(200) % 7 == 0, nbr[:, 5].clamp(min=0), -1).int()  # offset 5: few rows
+    weight[5, 3, 2] = float("inf")
+    out = CUDA["gather_mm"](features, weight, nbr, None, 1)
+    skip = CPU.gather_mm(features.double(), weight.double(), nbr, None, 1).float()
+    rows = torch.isfinite(skip).all(1)      # rows without the Inf term: the skipping sum, or NaN from 0 x Inf
+    a, e = out[rows], skip[rows]
+    assert bool((((a - e).abs() <= 1e-5 * (1 + e.abs())) | torch.isnan(a)).all())
+    lacking = nbr[:, 5] < 0
+    nan_rows = torch.isnan(out).any(1)
+    assert bool(nan_rows[lacking].any()), "some rows lacking offset 5 share a tile with one that has it"
+    assert not bool(nan_rows[lacking].all()), "rows whose tile lacks offset 5 skip it"
+    assert bool((~torch.isfinite(out[~lacking])).any(1).all())
