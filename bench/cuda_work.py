@@ -25,12 +25,9 @@ import collections
 import os
 import sys
 
-# the CPU ops must be the CUDA backend's: set before mx_sparse (and triton) are imported
-os.environ.setdefault("MXS_CUDA_ON_CPU", "1")
+import torch
 
-import torch  # noqa: E402
-
-from bench import host_ops  # noqa: E402
+from bench import host_ops
 
 GATHER, FILTER = "_gather_mm_one_group", "_gather_mm_backprop_filter_one_group"
 
@@ -144,6 +141,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scene", default="kitti_b1", choices=["kitti_b1", "kitti_b4", "nusc_b1"])
     args = parser.parse_args(argv)
+    # the CPU ops must be the CUDA backend's: set before mx_sparse (and triton) are imported
+    os.environ.setdefault("MXS_CUDA_ON_CPU", "1")
     if os.environ.get("MXS_CUDA_ON_CPU") != "1":
         sys.exit("bench.cuda_work: MXS_CUDA_ON_CPU must be 1 (the CPU ops must be the CUDA backend's)")
     table, counts = run(args.scene)
