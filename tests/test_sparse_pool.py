@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mx_sparse import functional as MF
-from mx_sparse._cuda import sparse_pool as torch_ops_pool
+from mx_sparse._accelerator import sparse_pool as torch_ops_pool
 from mx_sparse._ops import ops
 
 from dense_reference import densify, sample
