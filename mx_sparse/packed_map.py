@@ -48,17 +48,22 @@ class PackedMap:
     @staticmethod
     def of(nbr: torch.Tensor) -> "PackedMap":
         packed = PackedMap(*ops.pack_map(nbr), nbr.shape[1])
-        _PACKED_FROM[packed] = (weakref.ref(nbr), nbr._version)
+        if not nbr.is_inference():      # an inference tensor has no version counter to check later
+            _PACKED_FROM[packed] = (weakref.ref(nbr), nbr._version)
         return packed
 
     def unpack(self) -> torch.Tensor:
         dense = ops.unpack_map(self.mask, self.values, self.block_starts, self.kvol)
-        _UNPACKED_FROM[dense] = weakref.ref(self)
+        if not dense.is_inference():    # unpacked under inference_mode: no version counter (see unpacked_from)
+            _UNPACKED_FROM[dense] = weakref.ref(self)
         return dense
 
 
 def unpacked_from(t: torch.Tensor) -> Optional[PackedMap]:
-    """The packed form ``t`` was unpacked from, if ``t`` has not been written to since."""
+    """The packed form ``t`` was unpacked from, if ``t`` has not been written to since (never for
+    an inference tensor: without a version counter a write could not be seen)."""
+    if t.is_inference():
+        return None
     ref = _UNPACKED_FROM.get(t)
     packed = ref() if ref is not None else None
     return packed if packed is not None and t._version == 0 else None

@@ -25,7 +25,8 @@ form, which never changes; a packed form made from a tensor whose plan exists ta
 over. Weak keys: an entry goes with its tensor or packed form. An in-place write to a map bumps
 its version (a new plan) and gives it a new packed form. One entry per (map, block_m). The map's entries are range-checked
 (a device-side assertion) when a plan is first used with a given input row count, not on
-every GEMM call. Every layer sharing an ``indice_key`` passes
+every GEMM call. A map made under inference_mode (an inference tensor: no version counter, so
+a write could not be seen) gets a new plan on every call, never cached. Every layer sharing an ``indice_key`` passes
 the same map tensor, and a symmetric map's input gradient runs on the map itself, so a
 training step builds each map's plan once.
 """
@@ -63,7 +64,13 @@ def _build(nbr: torch.Tensor, block_m: int) -> MapPlan:
     # present offsets first, ascending (a stable sort of the absent flags)
     offsets = torch.sort(present.logical_not().int(), dim=1, stable=True).indices
     return MapPlan(order.int(), present.sum(1).int(), offsets.int().contiguous(), present.int().contiguous(),
-                   block_m, nbr._version)
+                   block_m, _version(nbr))
+
+
+def _version(nbr: torch.Tensor) -> int:
+    """The map's in-place version; -1 for an inference tensor (made under inference_mode), which
+    has no version counter."""
+    return -1 if nbr.is_inference() else nbr._version
 
 
 def _entries(key) -> dict:
@@ -78,7 +85,10 @@ def plan(nbr: torch.Tensor, block_m: int, num_rows: int) -> MapPlan:
     against ``num_rows`` input rows (once per map and row count, launch.check_map_rows)."""
     from mx_sparse import packed_map     # not at import: mx_sparse imports this package while it loads
     packed = packed_map.unpacked_from(nbr)
-    if packed is None:
+    if nbr.is_inference():
+        # no version counter: an in-place write could not be seen, so the plan is not cached
+        found = _build(nbr, block_m)
+    elif packed is None:
         found = _entries(nbr).get(block_m)
         if found is None or found.version != nbr._version:
             found = _entries(nbr)[block_m] = _build(nbr, block_m)
