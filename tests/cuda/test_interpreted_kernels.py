@@ -256,3 +256,16 @@ def test_absent_neighbour_times_inf_is_skipped_or_nan():
     assert bool(nan_rows[lacking].any()), "some rows lacking offset 5 share a tile with one that has it"
     assert not bool(nan_rows[lacking].all()), "rows whose tile lacks offset 5 skip it"
     assert bool((~torch.isfinite(out[~lacking])).any(1).all())
+
+
+def test_a_map_made_under_inference_mode_gets_an_uncached_plan():
+    """A map made under inference_mode is an inference tensor, which has no version counter: its
+    plan is built for the call and not cached (the cache checks versions), results unchanged."""
+    from mx_sparse._cuda import map_plan
+    features, weight, grad, nbr = operands(120, 100, 27, 16, 32, 1, torch.float32, seed=11, density=0.3)
+    expected = references(features, weight, grad, nbr, 1)
+    with torch.inference_mode():
+        inference_nbr = nbr.clone()
+        out = CUDA["gather_mm"](features, weight, inference_nbr, None, 1)
+        assert inference_nbr not in map_plan._cache
+    assert_close_to(out, expected[0], torch.float32, "gather_mm")
