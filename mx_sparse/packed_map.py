@@ -30,6 +30,12 @@ from .compile_support import is_compiling
 # holder -> map). Not an attribute of the tensor, which would travel into pickles.
 _HOLDERS = WeakIdKeyDictionary()
 
+# Which packed form a dense map was unpacked from, and which dense map (at which version) a packed
+# form was packed from: both weakly. Lets a cache of data derived from a map (the CUDA kernels'
+# row order, kernels/cuda/map_plan.py) outlive the map's pack / unpack round trips.
+_UNPACKED_FROM = WeakIdKeyDictionary()
+_PACKED_FROM = WeakIdKeyDictionary()
+
 
 @dataclass(frozen=True)
 class PackedMap:
@@ -41,10 +47,34 @@ class PackedMap:
 
     @staticmethod
     def of(nbr: torch.Tensor) -> "PackedMap":
-        return PackedMap(*ops.pack_map(nbr), nbr.shape[1])
+        packed = PackedMap(*ops.pack_map(nbr), nbr.shape[1])
+        if not nbr.is_inference():      # an inference tensor has no version counter to check later
+            _PACKED_FROM[packed] = (weakref.ref(nbr), nbr._version)
+        return packed
 
     def unpack(self) -> torch.Tensor:
-        return ops.unpack_map(self.mask, self.values, self.block_starts, self.kvol)
+        dense = ops.unpack_map(self.mask, self.values, self.block_starts, self.kvol)
+        if not dense.is_inference():    # unpacked under inference_mode: no version counter (see unpacked_from)
+            _UNPACKED_FROM[dense] = weakref.ref(self)
+        return dense
+
+
+def unpacked_from(t: torch.Tensor) -> Optional[PackedMap]:
+    """The packed form ``t`` was unpacked from, if ``t`` has not been written to since (never for
+    an inference tensor: without a version counter a write could not be seen)."""
+    if t.is_inference():
+        return None
+    ref = _UNPACKED_FROM.get(t)
+    packed = ref() if ref is not None else None
+    return packed if packed is not None and t._version == 0 else None
+
+
+def packed_from(packed: PackedMap):
+    """(tensor, its version then) that ``packed`` was packed from, or None (the tensor is gone)."""
+    entry = _PACKED_FROM.get(packed)
+    if entry is None or entry[0]() is None:
+        return None
+    return entry[0](), entry[1]
 
 
 @functools.lru_cache(maxsize=None)

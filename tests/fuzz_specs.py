@@ -380,10 +380,12 @@ def check_gather(features, nbr, nbr_t, groups, other, other_name):
 
 
 # The CUDA backend's Triton kernels multiply an absent neighbour by zero instead of skipping it
-# (a dense tile over (offset, channel) pairs, as a dense conv3d on the densified tensor and
-# spconv's implicit GEMM do): the sums are the same, but an Inf or NaN in the other operand then
-# turns 0 x Inf into NaN where the CPU kernels, which skip, give a finite value. Under
-# MXS_CUDA_ON_CPU=1 the contract of the two compute primitives is that one (docs/en/cuda.md).
+# wherever its offset is present in another row of the same tile of rows (a dense tile over
+# (offset, channel) pairs, as spconv's implicit GEMM does), and skip it where the whole tile
+# lacks the offset (kernels/cuda/map_plan.py). The sums are the same, but an Inf or NaN in the
+# other operand turns 0 x Inf into NaN in some outputs where the CPU kernels, which skip, give a
+# finite value. Under MXS_CUDA_ON_CPU=1 the contract of the two compute primitives is that each
+# output is either (docs/en/cuda.md): the references then carry both.
 ABSENT_TIMES_ZERO = os.environ.get("MXS_CUDA_ON_CPU", "0") not in ("", "0")
 # The NPU backend's kernels (MXS_NPU_ON_CPU=1: the AscendC kernels in the emulator) have limits of
 # their own, checked before each launch (kernels/ascend/<op>/op_host/<op>_limits.h): no float64,
@@ -393,44 +395,63 @@ NPU_LIMITS = os.environ.get("MXS_NPU_ON_CPU", "0") not in ("", "0")
 NPU_MAX_COORD = 1 << 24
 
 
-def neighbour_terms(x, nbr, groups):
+def neighbour_terms(x, nbr, groups, absent_times_zero=False):
     """(r, k, g, a) for every term of a gather over ``nbr``: a = group g's columns of the input
-    row nbr[r, k]; absent neighbours are skipped, or zero rows under ABSENT_TIMES_ZERO."""
+    row nbr[r, k]; absent neighbours are skipped, or zero rows with ``absent_times_zero``."""
     cin_g = x.shape[1] // groups
     zero = torch.zeros(cin_g, dtype=x.dtype)
     for r in range(nbr.shape[0]):
         for k in range(nbr.shape[1]):
             i = int(nbr[r, k])
-            if i < 0 and not ABSENT_TIMES_ZERO:
+            if i < 0 and not absent_times_zero:
                 continue
             for g in range(groups):
                 yield r, k, g, x[i, g * cin_g:(g + 1) * cin_g] if i >= 0 else zero
 
 
-def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric):
-    check_gather(features, nbr, nbr_t, groups, weight, "weight")
-    x, w = features.double(), weight.double()
+def _gather_sum(x, w, nbr, groups, absent_times_zero):
     cout_g = w.shape[2] // groups
     out = torch.zeros(nbr.shape[0], w.shape[2], dtype=torch.float64)
     bound = torch.zeros_like(out)
-    for r, k, g, a in neighbour_terms(x, nbr, groups):
+    for r, k, g, a in neighbour_terms(x, nbr, groups, absent_times_zero):
         b = w[k, :, g * cout_g:(g + 1) * cout_g]
         out[r, g * cout_g:(g + 1) * cout_g] += a @ b
         bound[r, g * cout_g:(g + 1) * cout_g] += a.abs() @ b.abs()
-    return Bounded(out.to(features.dtype), bound)
+    return out, bound
+
+
+def _filter_sum(x, dy, nbr, groups, absent_times_zero):
+    cout_g = dy.shape[1] // groups
+    dw = torch.zeros(nbr.shape[1], x.shape[1] // groups, dy.shape[1], dtype=torch.float64)
+    bound = torch.zeros_like(dw)
+    for r, k, g, a in neighbour_terms(x, nbr, groups, absent_times_zero):
+        b = dy[r, g * cout_g:(g + 1) * cout_g]
+        dw[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a, b)
+        bound[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a.abs(), b.abs())
+    return dw, bound
+
+
+def _either(total, a, b, groups, dtype):
+    """The skipping sum; under ABSENT_TIMES_ZERO the zero-multiplying one too, as the alternative."""
+    value, bound = total(a, b, groups, False)
+    if not ABSENT_TIMES_ZERO:
+        return Bounded(value.to(dtype), bound)
+    zeroed, zeroed_bound = total(a, b, groups, True)
+    # the error scale of an element that matches the alternative is the skipping sum's
+    return Bounded(zeroed.to(dtype), torch.where(torch.isfinite(zeroed_bound), zeroed_bound, bound),
+                   alternative=value.to(dtype))
+
+
+def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric):
+    check_gather(features, nbr, nbr_t, groups, weight, "weight")
+    x, w = features.double(), weight.double()
+    return _either(lambda a, b, g, z: _gather_sum(a, b, nbr, g, z), x, w, groups, features.dtype)
 
 
 def ref_gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric):
     check_gather(features, nbr, nbr_t, groups, grad, "grad")
     x, dy = features.double(), grad.double()
-    cout_g = dy.shape[1] // groups
-    dw = torch.zeros(nbr.shape[1], x.shape[1] // groups, dy.shape[1], dtype=torch.float64)
-    bound = torch.zeros_like(dw)
-    for r, k, g, a in neighbour_terms(x, nbr, groups):
-        b = dy[r, g * cout_g:(g + 1) * cout_g]
-        dw[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a, b)
-        bound[k, :, g * cout_g:(g + 1) * cout_g] += torch.outer(a.abs(), b.abs())
-    return Bounded(dw.to(features.dtype), bound)
+    return _either(lambda a, b, g, z: _filter_sum(a, b, nbr, g, z), x, dy, groups, features.dtype)
 
 
 @dataclass
@@ -438,10 +459,12 @@ class Bounded:
     """An expected floating-point result and, per element, the sum of |terms| it adds up
     (the scale of the rounding error of any summation order); ``precision``: the dtype whose
     rounding the result carries, when it is not the output's own (float64 statistics of
-    float32 data)."""
+    float32 data); ``alternative``: an element may instead match this value where ``value`` is
+    not finite (the CUDA path's absent neighbours, see ABSENT_TIMES_ZERO)."""
     value: torch.Tensor
     bound: torch.Tensor
     precision: Optional[torch.dtype] = None
+    alternative: Optional[torch.Tensor] = None
 
 
 # ---------------------------------------------------------------- BatchNorm + ReLU

@@ -48,20 +48,24 @@ def configurations():
     dispatcher can make."""
     import triton.language as tl
     acc_type = {"fp32": tl.float32, "fp64": tl.float64}
-    ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout", "cin_g", "cout_g")}
+    ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout")}
     for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ()),
                                  ("filter_splits_kernel", tiles.FILTER_TILES, ("split_rows", "blocks_n"))):
         for dtype, tile in table:
             ptr = POINTER[dtype]
-            out = POINTER[ACC[dtype]] if kernel == "filter_splits_kernel" else ptr
-            names = ("features", "weight", "nbr", "out") if kernel == "gather_mm_kernel" else \
-                ("features", "grad", "nbr", "partial")
-            signature = dict(zip(names, (ptr, ptr, "*i32", out)))
+            if kernel == "gather_mm_kernel":
+                pointers = {"features": ptr, "weight": ptr, "nbr": "*i32", "order": "*i32", "counts": "*i32",
+                            "offsets": "*i32", "out": ptr, "counter": "*i64"}
+            else:
+                pointers = {"features": ptr, "grad": ptr, "nbr": "*i32", "order": "*i32", "present_tiles": "*i32",
+                            "partial": POINTER[ACC[dtype]], "counter": "*i64"}
+            signature = dict(pointers)
             signature.update(ints)
             signature.update({name: "i32" for name in extra})
             for precision in _precisions(dtype):
                 constexprs = {"BLOCK_M": tile.block_m, "BLOCK_N": tile.block_n, "BLOCK_K": tile.block_k,
-                              "PRECISION": precision, "WIDEN": False, "ACC": acc_type[ACC[dtype]]}
+                              "PRECISION": precision, "WIDEN": False, "ACC": acc_type[ACC[dtype]], "COUNT": False,
+                              "ALIGNED": tile.aligned}
                 signature.update({name: "constexpr" for name in constexprs})
                 options = {"num_warps": tile.num_warps, "num_stages": tile.num_stages}
                 yield kernel, dtype, precision, tile.name(), dict(signature), constexprs, options
@@ -73,6 +77,23 @@ def configurations():
 
 
 _PTXAS = re.compile(r"Used (\d+) registers")
+# PTX loads from global memory by width: scalar 16-bit loads (ld.global[.modifiers].b16 / .u16, no
+# vector), and cp.async copies by their byte count (4: one element, 16: a vector)
+_LD_B16 = re.compile(r"\bld\.global(?:\.[a-z0-9_:]+)*?\.(?:b16|u16|f16|bf16)\s")
+_CP_ASYNC = re.compile(r"\bcp\.async\.c[ag]\.shared\.global\s+\[[^\]]+\],\s*\[[^\]]+\],\s*(0x[0-9a-fA-F]+|\d+)")
+_LD_VECTOR = re.compile(r"\bld\.global(?:\.[a-z0-9_:]+)*?\.v(\d)\.(?:b|u|f|s)(\d+)")
+
+
+def load_widths(ptx: str) -> dict:
+    """Counts of global loads in a kernel's PTX by width (what vectorisation reached): scalar
+    16-bit loads, cp.async copies by byte count, vector loads of 8 and 16 bytes."""
+    copies = [int(n, 0) for n in _CP_ASYNC.findall(ptx)]
+    vectors = [int(n) * int(bits) // 8 for n, bits in _LD_VECTOR.findall(ptx)]
+    return {"ld_b16_scalar": len(_LD_B16.findall(ptx)),
+            "cp_async_4": copies.count(4), "cp_async_8": copies.count(8), "cp_async_16": copies.count(16),
+            "ld_vector_8B": vectors.count(8), "ld_vector_16B": vectors.count(16)}
+
+
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -94,7 +115,7 @@ def compile_one(kernels, kernel, signature, constexprs, options, arch):
         raise RuntimeError(f"{kernel}: no ptxas resource report in the compile log:\n{text}")
     return {"registers": int(regs.group(1)), "spill_stores": int(spills.group(1)),
             "spill_loads": int(spills.group(2)), "shared": compiled.metadata.shared,
-            "cubin_bytes": len(compiled.asm["cubin"])}
+            "cubin_bytes": len(compiled.asm["cubin"]), **load_widths(compiled.asm["ptx"])}
 
 
 def compile_all():
@@ -126,6 +147,12 @@ def problems(records):
             found.append(f"{name}: {r['shared']} B shared memory > {MAX_SHARED[arch]} B")
         if r["registers"] > MAX_REGISTERS:
             found.append(f"{name}: {r['registers']} registers > {MAX_REGISTERS}")
+        if r["tile"].endswith("a") and r["kernel"] != "sum_splits_kernel" and r.get("ld_b16_scalar", 0):
+            found.append(f"{name}: aligned variant with {r['ld_b16_scalar']} scalar 16-bit global loads")
+        if (r["tile"].endswith("a") and r["kernel"] == "gather_mm_kernel" and r["dtype"] != "fp64"
+                and r.get("cp_async_4", 0)):
+            # the gather's pipelined operands are the features and weights (map entries load directly)
+            found.append(f"{name}: aligned variant with {r['cp_async_4']} four-byte cp.async copies")
     return found
 
 

@@ -6,12 +6,13 @@ The argument checks and the per-group loop are the accelerator orchestration's
   _gather_mm_one_group:                 out[m] = sum_k features[nbr[m, k]] @ weight[k]
   _gather_mm_backprop_filter_one_group: dW[k]  = sum_m features[nbr[m, k]]^T (x) grad[m]
 
-Neither syncs with the host: a map entry outside [-1, rows) is reported by a device-side
-assertion (launch.check_map_rows).
+Both run the mask-gated schedule of map_plan.py: rows in neighbour-bitmask order, each tile
+looping over the offsets present in it. Neither syncs with the host: a map entry outside
+[-1, rows) is reported by a device-side assertion (launch.check_map_rows), once per map.
 """
 import torch
 
-from . import launch, tiles
+from . import launch, map_plan, tiles
 
 # CUDA's limit on the second and third grid dimensions (output-channel blocks).
 MAX_GRID_YZ = 65535
@@ -44,11 +45,15 @@ def gather_mm_one_group(features, weight, nbr):
     tile = tiles.gather_tile(dtype, kvol, cin, cout)
     _check_grid(_cdiv(cout, tile.block_n), "weight: the output channels per group")
     grid = (_cdiv(m, tile.block_m), _cdiv(cout, tile.block_n), 1)
-    launch.check_map_rows(nbr, "nbr", n_in)
-    launch.run(launch.kernels().gather_mm_kernel, "gather_mm", dtype, tile.name(), grid, (features, weight, nbr, out),
-               m, n_in, kvol, cin, cout, cin, cout,
-               BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
-               num_warps=tile.num_warps, num_stages=tile.num_stages, **launch.dot_constants(features.dtype))
+    plan = map_plan.plan(nbr, tile.block_m, n_in)
+    counter = launch.step_counter(features)
+    launch.run(launch.kernels().gather_mm_kernel, "gather_mm", dtype, tile.name(), grid,
+               (features, weight, nbr, plan.order, plan.counts, plan.offsets, out, counter),
+               m, n_in, kvol, cin, cout,
+               BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
+               num_warps=tile.num_warps, num_stages=tile.num_stages, **launch.dot_constants(features.dtype),
+               **launch.count_constant())
+    launch.record_steps("gather_mm", counter)
     return out
 
 
@@ -63,15 +68,23 @@ def gather_mm_backprop_filter_one_group(features, grad, nbr):
     _check_grid(blocks_n, "grad: the output-channel blocks")
     splits, split_rows = tiles.filter_splits(m, blocks_k, blocks_n, 1, tile.block_m)
     acc = torch.float64 if features.dtype == torch.float64 else torch.float32
-    partial = torch.empty((splits, kvol, cin, cout), dtype=acc, device=features.device)
-    launch.check_map_rows(nbr, "nbr", n_in)
-    k = launch.kernels()
-    launch.run(k.filter_splits_kernel, "gather_mm_backprop_filter", dtype, tile.name(),
-               (blocks_k, blocks_n, splits), (features, grad, nbr, partial),
-               m, n_in, kvol, cin, cout, cin, cout, split_rows, blocks_n,
-               BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
-               num_warps=tile.num_warps, num_stages=tile.num_stages, **launch.dot_constants(features.dtype))
     dw = features.new_empty((kvol, cin, cout))
+    plan = map_plan.plan(nbr, tile.block_m, n_in)
+    k = launch.kernels()
+    if splits == 1 and dw.dtype == acc:       # one split: the kernel writes dW itself
+        partial = dw
+    else:
+        partial = torch.empty((splits, kvol, cin, cout), dtype=acc, device=features.device)
+    counter = launch.step_counter(features)
+    launch.run(k.filter_splits_kernel, "gather_mm_backprop_filter", dtype, tile.name(),
+               (blocks_k, blocks_n, splits), (features, grad, nbr, plan.order, plan.present, partial, counter),
+               m, n_in, kvol, cin, cout, split_rows, blocks_n,
+               BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
+               num_warps=tile.num_warps, num_stages=tile.num_stages, **launch.dot_constants(features.dtype),
+               **launch.count_constant())
+    launch.record_steps("gather_mm_backprop_filter", counter)
+    if partial is dw:
+        return dw
     size = dw.numel()
     launch.run(k.sum_splits_kernel, "sum_splits", dtype, f"b{tiles.SUM_SPLITS_BLOCK}",
                (_cdiv(size, tiles.SUM_SPLITS_BLOCK),), (partial, dw), splits, size, BLOCK=tiles.SUM_SPLITS_BLOCK)

@@ -8,6 +8,7 @@ Fake tensors (FakeTensorMode, tracing) carry no data: a launch on them is checke
 recorded, not run.
 """
 import collections
+import contextlib
 
 import torch
 
@@ -15,6 +16,40 @@ TRITON_HINT = ("pip install triton (the version your torch build depends on; tor
 
 # (kernel name, operand type, tile name) -> number of launches, in this process.
 launches = collections.Counter()
+
+# Executed-step counting (tests, bench): inside ``counting_steps()`` the gather kernels are
+# launched with COUNT=True and add the multiply-adds of every tl.dot they run to a counter
+# tensor, read back after the launch (a host read: never outside this context).
+_counting = False
+executed_macs = collections.Counter()
+
+
+@contextlib.contextmanager
+def counting_steps():
+    """Counts the gather kernels' executed multiply-adds into ``executed_macs`` (by kernel name)."""
+    global _counting
+    _counting = True
+    executed_macs.clear()
+    try:
+        yield executed_macs
+    finally:
+        _counting = False
+
+
+def step_counter(like: torch.Tensor) -> torch.Tensor:
+    """The kernels' counter operand: one int64 on ``like``'s device (written only while counting)."""
+    if _counting:
+        return like.new_zeros((1,), dtype=torch.int64)
+    return like.new_empty((1,), dtype=torch.int64)
+
+
+def count_constant() -> dict:
+    return {"COUNT": _counting}
+
+
+def record_steps(name: str, counter: torch.Tensor) -> None:
+    if _counting and not is_fake(counter):
+        executed_macs[name] += int(counter.item())
 
 
 def kernels():

@@ -24,11 +24,13 @@ class Tile:
     block_m: int
     block_n: int
     block_k: int
-    num_warps: int = 4
+    num_warps: int = 4          # 2 for 16-wide output blocks: 16-byte loads need >= 8 half values a thread
     num_stages: int = 2
+    aligned: bool = False       # the kernels' ALIGNED variant: Cin a multiple of block_k, Cout of 16
 
     def name(self) -> str:
-        return f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
+        return (f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
+                + ("a" if self.aligned else ""))
 
 
 def _block(size: int, widest: int) -> int:
@@ -48,26 +50,65 @@ def _widest_n(dtype: str) -> int:
 
 def _widest_k(dtype: str) -> int:
     # fp32 steps of 32 pairs spilled registers (sm_80 gather m64n32k32: 428 B; filter n64k32
-    # on both architectures, IEEE and TF32): fp32 takes steps of 16 (cubins.py measures it).
-    return 16 if dtype == "fp32" else 32
+    # on both architectures, IEEE and TF32), and so did fp64's with the gated gather's per-pair
+    # offset table (sm_80 m32n64k32: 40 B): fp32 and fp64 take steps of 16 (cubins.py measures it).
+    return 32 if dtype in ("fp16", "bf16") else 16
+
+
+# Shape classes: "aligned" -- Cin a multiple of 16 and Cout a multiple of 16 (every layer of the
+# LiDAR backbones after the first), where a step of block_k pairs is block_k channels of one
+# offset (block_k the widest step dividing Cin), so a row's channels load as 16-byte vectors; and
+# "generic" -- everything else (a network's first layer: Cin 3-5), where steps span offsets.
+ALIGN = 16
+# Rows per tile of both kernels (and of the map plan they share).
+ROWS_PER_TILE = 32
+
+
+def aligned_shape(cin_g: int, cout_g: int) -> bool:
+    return cin_g % ALIGN == 0 and cout_g % ALIGN == 0
+
+
+def _aligned_k(dtype: str, cin_g: int) -> int:
+    block = _widest_k(dtype)
+    while cin_g % block:
+        block //= 2
+    return block
+
+
+def _step_k(dtype: str, kvol: int, cin_g: int, cout_g: int):
+    """(block_k, aligned) of a shape class."""
+    if aligned_shape(cin_g, cout_g):
+        return _aligned_k(dtype, cin_g), True
+    return _block(kvol * cin_g, _widest_k(dtype)), False
 
 
 def gather_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
-    """gather_mm: 64 output rows per program, the group's Cout in blocks of block_n, its
-    K * Cin/groups (offset, channel) pairs summed in steps of block_k."""
+    """gather_mm: 32 sorted output rows per program (map_plan.py: the rows of a tile share their
+    offsets best when tiles are small -- 64-row tiles issued 1.36x the useful work over a KITTI
+    step, 32-row ones 1.27x, bench/cuda_work.py), the group's Cout in blocks of block_n, its
+    present (offset, channel) pairs summed in steps of block_k."""
     block_n = _block(cout_g, _widest_n(dtype))
-    block_k = _block(kvol * cin_g, _widest_k(dtype))
-    block_m = 32 if dtype == "fp64" and block_n == 64 else 64
-    return Tile(block_m, block_n, block_k)
+    block_k, aligned = _step_k(dtype, kvol, cin_g, cout_g)
+    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, aligned, False), aligned=aligned)
+
+
+def _warps(dtype: str, block_n: int, aligned: bool, filter_kernel: bool) -> int:
+    """2 warps for 16-wide half/fp32 tiles (16-byte loads need enough values per thread); 8 for
+    the generic filter kernel's half tiles of 32+ columns (4 spilled 8 B on sm_80/sm_90)."""
+    if block_n <= 16 and dtype != "fp64":
+        return 2
+    if filter_kernel and not aligned and dtype in ("fp16", "bf16"):
+        return 8
+    return 4
 
 
 def filter_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     """gather_mm_backprop_filter: a program owns block_k (offset, channel) rows x block_n
-    columns of dW and sums the map rows of its split in steps of block_m."""
+    columns of dW and sums the tiles of sorted map rows of its split in which one of its
+    offsets is present (the same 32-row tiles as gather_mm: one plan per map)."""
     block_n = _block(cout_g, 64)
-    block_k = _block(kvol * cin_g, _widest_k(dtype))
-    block_m = 32 if dtype == "fp64" and block_n == 64 else 64
-    return Tile(block_m, block_n, block_k)
+    block_k, aligned = _step_k(dtype, kvol, cin_g, cout_g)
+    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, aligned, True), aligned=aligned)
 
 
 # Rows of one filter-gradient split: splits are summed in ascending order afterwards
@@ -99,7 +140,7 @@ def _all(chooser):
     """Every (dtype, tile) ``chooser`` can return."""
     sizes = _BOUNDARY_SIZES
     return sorted({(d, chooser(d, 1, ci, co)) for d in DTYPES for ci in sizes for co in sizes},
-                  key=lambda e: (DTYPES.index(e[0]), e[1].block_m, e[1].block_n, e[1].block_k))
+                  key=lambda e: (DTYPES.index(e[0]), e[1].block_m, e[1].block_n, e[1].block_k, e[1].aligned))
 
 
 GATHER_TILES = _all(gather_tile)

@@ -1,8 +1,8 @@
 """Shared inputs and references of the CUDA-backend tests.
 
-``CUDA`` holds the accelerator orchestration (kernels/accelerator), called directly: on CUDA
-and CPU tensors it calls the primitives through the dispatcher (the Triton gathers of
-kernels/cuda for CUDA, and for CPU under MXS_CUDA_ON_CPU=1; otherwise the fallbacks); ``CPU`` the
+``CUDA`` holds the accelerator orchestration (kernels/accelerator), called directly, its two
+gathers on the Triton primitives of kernels/cuda whatever the device (the map primitives through
+the dispatcher: on CPU tensors their torch-operator fallbacks, which CUDA runs too); ``CPU`` the
 C++ CPU kernels through the dispatcher. Tensors live on ``DEVICE``: the CPU here (Triton's
 interpreter runs the kernels), a GPU in the ``cuda``-marked tests.
 """
@@ -12,12 +12,35 @@ import pytest
 import torch
 
 import mx_sparse  # noqa: F401  (registers the ops)
+from mx_sparse._accelerator import gather_mm as orchestration_gather_mm
 from mx_sparse._accelerator import registration
 from mx_sparse._cuda import gather_mm as triton_primitives
 from mx_sparse._cuda import launch
 
-CUDA = registration.ORCHESTRATION
 CPU = torch.ops.mx_sparse
+
+
+def _on_triton(op):
+    """The orchestration's ``op`` with the Triton primitives whatever the tensors' device: on CPU
+    tensors the dispatcher would otherwise pick the torch-operator fallbacks (the Triton gathers
+    serve the CPU key only under MXS_CUDA_ON_CPU=1)."""
+    triton = type("TritonPrimitives", (), {k: staticmethod(v) for k, v in triton_primitives.PRIMITIVES.items()})
+
+    def call(*args, **kwargs):
+        if args[0].device.type != "cpu":    # CUDA (real or fake) tensors: the dispatcher picks Triton itself
+            return op(*args, **kwargs)
+        dispatched = orchestration_gather_mm.primitives
+        orchestration_gather_mm.primitives = triton
+        try:
+            return op(*args, **kwargs)
+        finally:
+            orchestration_gather_mm.primitives = dispatched
+    return call
+
+
+CUDA = dict(registration.ORCHESTRATION,
+            gather_mm=_on_triton(orchestration_gather_mm.gather_mm),
+            gather_mm_backprop_filter=_on_triton(orchestration_gather_mm.gather_mm_backprop_filter))
 
 cpu_is_cuda_path = pytest.mark.skipif(
     registration.cuda_on_cpu_requested(),
@@ -27,8 +50,9 @@ cpu_is_cuda_path = pytest.mark.skipif(
 @pytest.fixture
 def triton_on_cpu():
     """The two Triton primitives serve CPU tensors for the test (interpreted), as under
-    MXS_CUDA_ON_CPU=1: ``CUDA["gather_mm"]`` on CPU tensors then runs the orchestration's
-    per-group loop around the Triton kernels instead of the torch-operator fallbacks."""
+    MXS_CUDA_ON_CPU=1: whatever reaches them through the dispatcher (not only ``CUDA``'s two
+    gathers, which pick them directly) then runs the Triton kernels instead of the
+    torch-operator fallbacks."""
     import warnings
     lib = torch.library.Library("mx_sparse", "IMPL")
     with warnings.catch_warnings():

@@ -9,7 +9,7 @@ import itertools
 import pytest
 import torch
 
-from cuda_cases import (CUDA, assert_close_to, cpu_is_cuda_path, launched, operands, references,  # noqa: F401
+from cuda_cases import (CPU, CUDA, assert_close_to, cpu_is_cuda_path, launched, operands, references,  # noqa: F401
                         run_cuda_path, triton_on_cpu)
 from mx_sparse._cuda import launch, tiles
 
@@ -101,7 +101,7 @@ def test_filter_gradient_over_several_splits():
 def _shape_for(kernel, dtype, tile):
     """A small (K, Cin/groups, Cout/groups) for which the dispatcher picks ``tile``."""
     choose = tiles.gather_tile if kernel == "gather_mm" else tiles.filter_tile
-    for kvol, cin_g, cout_g in itertools.product((1, 8, 27), (3, 16), (5, 20, 40, 100)):
+    for kvol, cin_g, cout_g in itertools.product((1, 8, 27), (3, 16, 32), (5, 16, 20, 32, 40, 64, 100, 128, 256)):
         if choose(dtype, kvol, cin_g, cout_g) == tile:
             return kvol, cin_g, cout_g
     raise AssertionError(f"no test shape picks {kernel} {dtype} {tile.name()}")
@@ -184,3 +184,88 @@ def test_float32_is_ieee_unless_tf32_is_allowed():
         assert launch.dot_constants(torch.float16)["PRECISION"] == "ieee"   # TF32 concerns float32 only
     finally:
         matmul.allow_tf32 = before
+
+
+@pytest.mark.parametrize("m,n_in,kvol,cin,cout,density", [
+    (150, 120, 27, 4, 16, 0.25),     # generic steps spanning offsets (a first layer)
+    (130, 100, 27, 16, 32, 0.3),     # aligned: one offset per step
+    (90, 200, 8, 32, 16, 0.1),       # sparse: tiles skip most offsets
+    (1000, 900, 3, 16, 16, 0.5),     # several filter splits
+])
+def test_executed_steps_match_the_schedule(m, n_in, kvol, cin, cout, density):
+    """The kernels' executed-step counter (COUNT=True: every tl.dot adds its multiply-adds)
+    equals the analytic count bench/cuda_work.py uses (mx_sparse._cuda.schedule), and the
+    gated kernels issue less than the ungated schedule wherever a tile lacks an offset."""
+    from mx_sparse._cuda import schedule
+    features, weight, grad, nbr = operands(m, n_in, kvol, cin, cout, 1, torch.float32, seed=m, density=density)
+    with launch.counting_steps() as executed:
+        out = CUDA["gather_mm"](features, weight, nbr, None, 1)
+        dw = CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, 1)
+    assert executed["gather_mm"] == schedule.gather_issued_macs(nbr, n_in, cin, cout, "fp32")
+    assert executed["gather_mm_backprop_filter"] == schedule.filter_issued_macs(nbr, n_in, cin, cout, "fp32")
+    assert executed["gather_mm"] < schedule.ungated_gather_issued_macs(nbr, cin, cout, "fp32")
+    assert executed["gather_mm_backprop_filter"] < schedule.ungated_filter_issued_macs(nbr, cin, cout, "fp32")
+    expected = references(features, weight, grad, nbr, 1)
+    assert_close_to(out, expected[0], torch.float32, "gather_mm")
+    assert_close_to(dw, expected[2], torch.float32, "filter gradient")
+
+
+def test_results_repeat_bit_for_bit_and_plans_are_cached():
+    """Run to run the same bits (fixed tiles, fixed order, no atomics on values); the map's plan
+    is built once and rebuilt after an in-place write to the map."""
+    from mx_sparse._cuda import map_plan
+    features, weight, grad, nbr = operands(300, 260, 27, 16, 32, 1, torch.float32, seed=5, density=0.3)
+    first = run_cuda_path(features, weight, grad, nbr, 1)
+    plan = map_plan.plan(nbr, 32, features.shape[0])
+    again = run_cuda_path(features, weight, grad, nbr, 1)
+    assert map_plan.plan(nbr, 32, features.shape[0]) is plan
+    for a, b in zip(first, again):
+        assert torch.equal(a, b)
+    nbr[0, 0] = -1 if nbr[0, 0] >= 0 else 0
+    assert map_plan.plan(nbr, 32, features.shape[0]) is not plan
+
+
+def test_rows_sorted_by_neighbour_mask():
+    """The plan's order groups rows by bitmask (stable), and each tile's offset list is exactly
+    the offsets present in its rows."""
+    from mx_sparse._cuda import map_plan
+    nbr = torch.tensor([[0, -1, 2], [-1, -1, 3], [1, -1, 4], [-1, 5, -1], [6, -1, 7]], dtype=torch.int32)
+    plan = map_plan._build(nbr, 2)
+    # masks (bit k for offset k): 5, 4, 5, 2, 5 -> ascending, stable: rows 3, 1, 0, 2, 4
+    assert plan.order.tolist() == [3, 1, 0, 2, 4]
+    assert plan.counts.tolist() == [2, 2, 2]       # tiles {3, 1}: offsets 1, 2; {0, 2}: 0, 2; {4}: 0, 2
+    assert plan.offsets[:, :2].tolist() == [[1, 2], [0, 2], [0, 2]]
+    assert plan.present.tolist() == [[0, 1, 1], [1, 0, 1], [1, 0, 1]]
+
+
+def test_absent_neighbour_times_inf_is_skipped_or_nan():
+    """The absent-neighbour contract (docs/en/cuda.md, Limits): with an Inf in one offset's
+    weight, an output lacking that neighbour is the skipping sum (the CPU kernels') where its
+    whole tile lacks the offset, else NaN (0 x Inf); outputs having it are Inf/NaN as the
+    CPU's; everything else equals the CPU kernels' result."""
+    features, weight, grad, nbr = operands(200, 150, 27, 16, 16, 1, torch.float32, seed=11, density=0.2)
+    nbr[:, 5] = torch.where(torch.arange(200) % 7 == 0, nbr[:, 5].clamp(min=0), -1).int()  # offset 5: few rows
+    weight[5, 3, 2] = float("inf")
+    out = CUDA["gather_mm"](features, weight, nbr, None, 1)
+    skip = CPU.gather_mm(features.double(), weight.double(), nbr, None, 1).float()
+    rows = torch.isfinite(skip).all(1)      # rows without the Inf term: the skipping sum, or NaN from 0 x Inf
+    a, e = out[rows], skip[rows]
+    assert bool((((a - e).abs() <= 1e-5 * (1 + e.abs())) | torch.isnan(a)).all())
+    lacking = nbr[:, 5] < 0
+    nan_rows = torch.isnan(out).any(1)
+    assert bool(nan_rows[lacking].any()), "some rows lacking offset 5 share a tile with one that has it"
+    assert not bool(nan_rows[lacking].all()), "rows whose tile lacks offset 5 skip it"
+    assert bool((~torch.isfinite(out[~lacking])).any(1).all())
+
+
+def test_a_map_made_under_inference_mode_gets_an_uncached_plan():
+    """A map made under inference_mode is an inference tensor, which has no version counter: its
+    plan is built for the call and not cached (the cache checks versions), results unchanged."""
+    from mx_sparse._cuda import map_plan
+    features, weight, grad, nbr = operands(120, 100, 27, 16, 32, 1, torch.float32, seed=11, density=0.3)
+    expected = references(features, weight, grad, nbr, 1)
+    with torch.inference_mode():
+        inference_nbr = nbr.clone()
+        out = CUDA["gather_mm"](features, weight, inference_nbr, None, 1)
+        assert inference_nbr not in map_plan._cache
+    assert_close_to(out, expected[0], torch.float32, "gather_mm")

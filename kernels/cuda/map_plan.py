@@ -1,0 +1,108 @@
+"""The schedule data of one neighbor map for the mask-gated kernels (gather_kernels.py), built
+on the device with torch operators (no host read) and cached per map tensor.
+
+For a map ``nbr`` [M, K] and a row-tile height ``block_m``:
+
+  order   int32 [M]      the map's rows sorted by their neighbour bitmask (stable sort), so rows
+                         that have the same offsets share tiles;
+  counts  int32 [T]      per tile of block_m sorted rows (T = ceil(M / block_m)), the number of
+                         offsets present in at least one of its rows (the OR of its rows' masks);
+  offsets int32 [T, K]   those offsets, ascending, first in each row (the rest: padding);
+  present int32 [T, K]   1 where offset k is present in tile t (the filter kernel's gate).
+
+The kernels loop over a tile's present offsets only; absent (row, offset) pairs inside a tile
+are still masked (loaded as zero), as before. The order of rows changes which rows share a
+tile, never which terms a row's sum has, nor their order: each output row sums its present
+offsets in ascending offset order, as the ungated kernel did.
+
+The bitmask of a row has bit k set where nbr[m, k] >= 0, for the first 63 offsets (K <= 125:
+rows that differ only in later offsets sort together; that costs issued work, never results).
+
+Cache: keyed on the map tensor's identity, valid while its in-place version counter is
+unchanged -- or, for a map that eager training unpacked from its packed form (maps are held
+packed between layers and saved packed for backward: mx_sparse.packed_map), on that packed
+form, which never changes; a packed form made from a tensor whose plan exists takes that plan
+over. Weak keys: an entry goes with its tensor or packed form. An in-place write to a map bumps
+its version (a new plan) and gives it a new packed form. One entry per (map, block_m). The map's entries are range-checked
+(a device-side assertion) when a plan is first used with a given input row count, not on
+every GEMM call. A map made under inference_mode (an inference tensor: no version counter, so
+a write could not be seen) gets a new plan on every call, never cached. Every layer sharing an ``indice_key`` passes
+the same map tensor, and a symmetric map's input gradient runs on the map itself, so a
+training step builds each map's plan once.
+"""
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+from . import launch
+
+# The number of offsets whose presence bits make up the sort key (int64, sign bit unused).
+KEY_BITS = 63
+
+_cache = WeakIdKeyDictionary()
+
+
+class MapPlan:
+    __slots__ = ("order", "counts", "offsets", "present", "block_m", "version", "checked_rows")
+
+    def __init__(self, order, counts, offsets, present, block_m, version):
+        self.order, self.counts, self.offsets, self.present = order, counts, offsets, present
+        self.block_m, self.version = block_m, version      # version: of the tensor it was built from
+        self.checked_rows = set()     # the input row counts the map's entries were checked against
+
+
+def _build(nbr: torch.Tensor, block_m: int) -> MapPlan:
+    m, kvol = nbr.shape
+    tiles = -(-m // block_m)
+    live = nbr >= 0
+    bits = min(kvol, KEY_BITS)
+    shifts = torch.arange(bits, device=nbr.device)
+    key = live.narrow(1, 0, bits).long().bitwise_left_shift(shifts).sum(1)
+    order = torch.sort(key, stable=True).indices
+    sorted_live = live.index_select(0, order)
+    padding = torch.zeros((tiles * block_m - m, kvol), dtype=torch.bool, device=nbr.device)
+    present = torch.cat([sorted_live, padding]).view(tiles, block_m, kvol).any(1)
+    # present offsets first, ascending (a stable sort of the absent flags)
+    offsets = torch.sort(present.logical_not().int(), dim=1, stable=True).indices
+    return MapPlan(order.int(), present.sum(1).int(), offsets.int().contiguous(), present.int().contiguous(),
+                   block_m, _version(nbr))
+
+
+def _version(nbr: torch.Tensor) -> int:
+    """The map's in-place version; -1 for an inference tensor (made under inference_mode), which
+    has no version counter."""
+    return -1 if nbr.is_inference() else nbr._version
+
+
+def _entries(key) -> dict:
+    entries = _cache.get(key)
+    if entries is None:
+        entries = _cache[key] = {}
+    return entries
+
+
+def plan(nbr: torch.Tensor, block_m: int, num_rows: int) -> MapPlan:
+    """The (cached) schedule of ``nbr`` for tiles of ``block_m`` rows, its entries checked
+    against ``num_rows`` input rows (once per map and row count, launch.check_map_rows)."""
+    from mx_sparse import packed_map     # not at import: mx_sparse imports this package while it loads
+    packed = packed_map.unpacked_from(nbr)
+    if nbr.is_inference():
+        # no version counter: an in-place write could not be seen, so the plan is not cached
+        found = _build(nbr, block_m)
+    elif packed is None:
+        found = _entries(nbr).get(block_m)
+        if found is None or found.version != nbr._version:
+            found = _entries(nbr)[block_m] = _build(nbr, block_m)
+    else:
+        found = _entries(packed).get(block_m)
+        if found is None:
+            source = packed_map.packed_from(packed)
+            if source is not None and source[0]._version == source[1]:
+                taken = _cache.get(source[0], {}).get(block_m)
+                found = taken if taken is not None and taken.version == source[1] else None
+            if found is None:
+                found = _build(nbr, block_m)
+            _entries(packed)[block_m] = found
+    if num_rows not in found.checked_rows:
+        launch.check_map_rows(nbr, "nbr", num_rows)
+        found.checked_rows.add(num_rows)
+    return found
