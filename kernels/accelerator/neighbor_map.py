@@ -28,6 +28,7 @@ builder can be traced on fake CUDA tensors here (tests/cuda/test_fake_cuda_trace
 import torch
 
 from . import host_sync, index_checks, op_args, voxel_keys
+from .. import _C
 
 NO_NEIGHBOR = -1
 primitives = torch.ops.mx_sparse
@@ -62,7 +63,7 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     return nbr.index_copy_(0, order, _rows(found, order))    # sorted row s is input row order[s]
 
 
-def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
     shape = op_args.grid(spatial_shape, batch_size)
     ndim = len(shape)
     op_args.indices(indices, ndim)
@@ -71,7 +72,12 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     padding = op_args.per_axis("padding", padding, ndim, 0)
     dilation = op_args.per_axis("dilation", dilation, ndim, 1)
     kvol = op_args.kernel_volume(kernel)
-    out_shape = op_args.conv_output_shape(shape, kernel, stride, padding, dilation, batch_size)
+    if pads_end is None:
+        pads_end = padding
+        out_shape = op_args.conv_output_shape(shape, kernel, stride, padding, dilation, batch_size)
+    else:   # asymmetric: the checks and grid of kernels/ops/op_args.h
+        out_shape = _C.conv_output_shape(shape, batch_size, kernel, stride, padding, list(pads_end), dilation)
+        pads_end = list(pads_end)
     n, dev = indices.shape[0], indices.device
     if n == 0:
         return (torch.empty((0, 1 + ndim), dtype=torch.int32, device=dev),
@@ -84,7 +90,7 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     idx = indices.long()
     in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=padding), stable=True)
     flags = index_checks.flags(idx, shape, batch_size, in_keys, order)
-    pair_keys = primitives._conv_out_keys(indices.contiguous(), shape, batch_size, kernel, stride, padding, dilation)
+    pair_keys = _conv_out_keys(indices, shape, batch_size, kernel, stride, padding, pads_end, dilation)
     out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
     bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
                                          "build_conv_map: value checks and output count")
@@ -96,6 +102,23 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev)
     found = primitives._sorted_key_lookup(query, in_keys, deltas, kernel[-1], bound)
     return out_idx.int(), _rows(found, order)
+
+
+def _conv_out_keys(indices, shape, batch_size, kernel, stride, pads_begin, pads_end, dilation):
+    """The primitive, which pads symmetrically: with pads_begin != pads_end it runs on the grid
+    padded by their difference on the larger side, padding min(pads_begin, pads_end) both
+    ways (inputs shifted up by pads_begin - that), which has the same outputs, reached by the
+    same offsets: o = (i + pads_begin - kp*d) / s, 0 <= o < O."""
+    if list(pads_begin) == list(pads_end):
+        return primitives._conv_out_keys(indices.contiguous(), shape, batch_size, kernel, stride, pads_begin, dilation)
+    grown = [s + abs(b - e) for s, b, e in zip(shape, pads_begin, pads_end)]
+    if max(grown) > op_args.INT32_MAX:
+        raise ValueError(f"pads_begin, pads_end: {pads_begin} and {pads_end} differ by more than int32 coordinates "
+                         f"address on the grid {shape} (accelerator map builder)")
+    low = [min(b, e) for b, e in zip(pads_begin, pads_end)]
+    lifted = torch.stack([indices.select(1, 0)] + [indices.select(1, 1 + d) + (b - lo)
+                                                   for d, (b, lo) in enumerate(zip(pads_begin, low))], 1)
+    return primitives._conv_out_keys(lifted.contiguous(), grown, batch_size, kernel, stride, low, dilation)
 
 
 def transpose_map(nbr, num_rows):

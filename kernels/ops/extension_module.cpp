@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "cpu/large_tensor_pool.h"
+#include "ops/op_args.h"
 #include "ops/voxelize_args.h"
 #include "ops/voxelize_generic.h"
 
@@ -62,4 +63,28 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                                     int64_t max_points, int64_t max_voxels) {
     return mxs::voxelize_hard_generic(points, batch, voxel_size, range, max_points, max_voxels);
   });
+  // The output grids of the two conv map builders, with their argument checks (op_args.h):
+  // the accelerator orchestration and the layers take them from here, so each check and
+  // message exists once.
+  m.def("conv_output_shape", [](const std::vector<int64_t>& spatial_shape, int64_t batch_size,
+                                const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
+                                const std::vector<int64_t>& pads_begin, const std::vector<int64_t>& pads_end,
+                                const std::vector<int64_t>& dilation) {
+    const mxs::Grid in = mxs::make_grid(spatial_shape, batch_size);
+    const mxs::ConvGeometry g = mxs::make_geometry(in.ndim, kernel_size, stride, pads_begin, dilation,
+                                                   c10::IntArrayRef(pads_end));
+    const mxs::Grid out = mxs::conv_output_grid(in, g, spatial_shape, batch_size);
+    return std::vector<int64_t>(out.shape, out.shape + out.ndim);
+  }, "Output spatial shape of a strided conv (checks the arguments like build_conv_map)");
+  m.def("conv_transpose_output_shape", [](const std::vector<int64_t>& spatial_shape, int64_t batch_size,
+                                          const std::vector<int64_t>& kernel_size, const std::vector<int64_t>& stride,
+                                          const std::vector<int64_t>& pads_begin, const std::vector<int64_t>& pads_end,
+                                          const std::vector<int64_t>& dilation,
+                                          const std::vector<int64_t>& output_padding) {
+    const mxs::Grid in = mxs::make_grid(spatial_shape, batch_size);
+    const mxs::ConvGeometry g = mxs::make_geometry(in.ndim, kernel_size, stride, pads_begin, dilation,
+                                                   c10::IntArrayRef(pads_end), "pads_begin");
+    const mxs::Grid out = mxs::conv_transpose_output_grid(in, g, output_padding, spatial_shape, batch_size);
+    return std::vector<int64_t>(out.shape, out.shape + out.ndim);
+  }, "Output spatial shape of a transposed conv (checks the arguments like build_conv_transpose_map)");
 }
