@@ -166,3 +166,17 @@ def test_asymmetric_conv_map_bad_pads_end():
             build(idx, [5, 5], 1, [3, 3], [1, 1], [1, 1], [1, 1], [1])
         with pytest.raises(ValueError, match=r"^spatial_shape: the convolution output is empty on axis 1"):
             build(idx, [5, 5], 1, [3, 7], [1, 1], [0, 0], [1, 1], [0, 1])
+
+
+def test_fake_kernel_gives_data_dependent_rows():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    idx = random_voxels([4, 4, 4], 1, density=0.3)
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        fidx = mode.from_tensor(idx)
+        out, nbr = F.build_conv_transpose_map(fidx, [4, 4, 4], 1, [3, 2, 3], [2, 2, 2], [1, 0, 1], [0, 1, 1],
+                                              [1, 1, 1], [1, 1, 0])
+        out2, _ = F.build_conv_map(fidx, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], [0, 2, 1])
+        assert out.shape[1] == 4 and nbr.shape[1] == 18 and str(out.shape[0]) == str(nbr.shape[0])
+        assert isinstance(out.shape[0], torch.SymInt) and isinstance(out2.shape[0], torch.SymInt)
+        assert out.dtype == nbr.dtype == torch.int32
