@@ -180,3 +180,41 @@ def test_fake_kernel_gives_data_dependent_rows():
         assert out.shape[1] == 4 and nbr.shape[1] == 18 and str(out.shape[0]) == str(nbr.shape[0])
         assert isinstance(out.shape[0], torch.SymInt) and isinstance(out2.shape[0], torch.SymInt)
         assert out.dtype == nbr.dtype == torch.int32
+
+
+ON_EMULATOR = r"""
+import sys, torch, mx_sparse
+ops = torch.ops.mx_sparse
+assert "registration.py" in torch._C._dispatch_dump("mx_sparse::_sorted_key_lookup").split("CPU:")[1].splitlines()[0]
+args = torch.load(sys.argv[1])
+torch.save([ops.build_conv_transpose_map(*a) for a in args["transposed"]] +
+           [ops.build_conv_map(*a) for a in args["strided"]], sys.argv[2])
+"""
+
+
+@pytest.mark.skipif(ON_ACCELERATOR_PATH, reason="runs its own MXS_NPU_ON_CPU=1 subprocess")
+def test_maps_through_the_ascend_emulator_equal_the_cpu_kernel(tmp_path):
+    """MXS_NPU_ON_CPU=1: the orchestration on the AscendC emulator's primitives (SubmMap walks each
+    run of the innermost window's key deltas in ascending order, so the transposed lookup must not
+    hand it mirrored deltas) gives the CPU kernel's maps bit for bit."""
+    import os
+    import subprocess
+    import sys
+    from mx_sparse import ascend
+    if not ascend.emulator_available():
+        pytest.skip("no AscendC emulator in this build")
+    idx = random_voxels([6, 7, 8], 2, 0.2, seed=3)
+    args = {"transposed": [(idx, [6, 7, 8], 2, [3, 2, 3], [2, 1, 3], [1, 0, 4], [0, 2, 1], [1, 2, 1], [1, 0, 2]),
+                           (idx, [6, 7, 8], 2, [3, 3, 3], [1, 1, 1], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0])],
+            "strided": [(idx, [6, 7, 8], 2, [3, 3, 2], [2, 1, 2], [1, 0, 2], [1, 2, 1], [0, 3, 1])]}
+    torch.save(args, tmp_path / "args.pt")
+    env = dict(os.environ, MXS_NPU_ON_CPU="1")
+    env.pop("MXS_CUDA_ON_CPU", None)
+    proc = subprocess.run([sys.executable, "-c", ON_EMULATOR, str(tmp_path / "args.pt"), str(tmp_path / "maps.pt")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = torch.load(tmp_path / "maps.pt")
+    want = [CPU.build_conv_transpose_map(*a) for a in args["transposed"]] + \
+           [CPU.build_conv_map(*a) for a in args["strided"]]
+    for (go, gn), (wo, wn) in zip(got, want):
+        assert torch.equal(go, wo) and torch.equal(gn, wn)

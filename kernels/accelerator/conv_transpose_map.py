@@ -79,6 +79,9 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
     out_idx = voxel_keys.unpack(out_keys.narrow(0, 0, m), out_shape)
     base = [pb + sh - (k - 1) * dl for pb, sh, k, dl in zip(pads_begin, shift, kernel, dilation)]
     query = voxel_keys.pack(out_idx, padded, shift=base)
-    deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev).flip(0)   # offset k: mirrored K-1-k
-    found = primitives._sorted_key_lookup(query, in_keys, deltas, kernel[-1], bound)
+    # offset k is the mirrored offset K-1-k: the lookup takes the deltas in their own (ascending
+    # within each run of the innermost window) order, as the AscendC SubmMap kernel requires, and
+    # its columns are mirrored afterwards
+    deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev)
+    found = primitives._sorted_key_lookup(query, in_keys, deltas, kernel[-1], bound).flip(1)
     return out_idx.int(), _rows(found, order)
