@@ -6,6 +6,7 @@ _point_at_ops()  # the installed AscendC op package on ASCEND_CUSTOM_OPP_PATH, b
 from . import _ops  # noqa: F401  (loads the compiled ops first)
 from . import cpu_memory, functional
 from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,
+                   SparseConvTranspose1d, SparseConvTranspose2d, SparseConvTranspose3d, SparseConvTranspose4d,
                    SparseInverseConv1d, SparseInverseConv2d, SparseInverseConv3d, SparseInverseConv4d,
                    SubMConv1d, SubMConv2d, SubMConv3d, SubMConv4d)
 from .device import best_device
@@ -25,6 +26,7 @@ __all__ = [
     "SparseConv1d", "SparseConv2d", "SparseConv3d", "SparseConv4d",
     "SubMConv1d", "SubMConv2d", "SubMConv3d", "SubMConv4d",
     "SparseInverseConv1d", "SparseInverseConv2d", "SparseInverseConv3d", "SparseInverseConv4d",
+    "SparseConvTranspose1d", "SparseConvTranspose2d", "SparseConvTranspose3d", "SparseConvTranspose4d",
     "functional", "cpu_memory", "best_device",
     "patch_spconv", "unpatch_spconv", "patch_mmcv", "unpatch_mmcv", "convert_weight",
     "PointToVoxel", "Voxels", "voxelize", "Voxelization", "voxelization",

@@ -51,25 +51,42 @@ def kernel_volume(kernel_size: Sequence[int]) -> int:
 
 
 @_constant_under_compile
-def conv_output_shape(shape, kernel, stride, padding, dilation, batch_size) -> List[int]:
+def conv_output_shape(shape, kernel, stride, padding, dilation, batch_size, pads_end=None) -> List[int]:
     """conv_output_grid: the strided conv's output extent per axis (conv_out_extent, floor
-    division), every axis non-empty and within int32 coordinates, every output key within int64."""
-    return _cc.conv_output_shape(list(shape), list(kernel), list(stride), list(padding), list(dilation), batch_size)
+    division), every axis non-empty and within int32 coordinates, every output key within int64.
+    ``padding`` is the padding below (pads_begin); ``pads_end`` the padding above, ``padding``
+    when None (symmetric). The geometry is checked like build_conv_map's (make_geometry)."""
+    return _cc.conv_output_shape(list(shape), list(kernel), list(stride), list(padding), list(dilation), batch_size,
+                                 None if pads_end is None else list(pads_end))
 
 
 @_constant_under_compile
-def conv_output_extent(shape, kernel, stride, padding, dilation) -> List[int]:
+def conv_transpose_output_shape(shape, kernel, stride, pads_begin, pads_end, dilation, output_padding,
+                                batch_size) -> List[int]:
+    """conv_transpose_output_grid: the transposed conv's output extent per axis
+    ((s - 1)*stride - pads_begin - pads_end + dilation*(k - 1) + 1 + output_padding), with
+    build_conv_transpose_map's checks: output_padding below stride or dilation per axis, every
+    axis non-empty and within int32 coordinates, every output key within int64."""
+    return _cc.conv_transpose_output_shape(list(shape), list(kernel), list(stride), list(pads_begin), list(pads_end),
+                                           list(dilation), list(output_padding), batch_size)
+
+
+@_constant_under_compile
+def conv_output_extent(shape, kernel, stride, padding, dilation, pads_end=None) -> List[int]:
     """conv_out_extent per axis without the bounds of conv_output_shape (may be <= 0), for
-    arguments the caller has checked or that follow another library's rules."""
-    return _cc.conv_output_extent(list(shape), list(kernel), list(stride), list(padding), list(dilation))
+    arguments the caller has checked or that follow another library's rules (pads_end: as in
+    conv_output_shape)."""
+    return _cc.conv_output_extent(list(shape), list(kernel), list(stride), list(padding), list(dilation),
+                                  None if pads_end is None else list(pads_end))
 
 
 @_constant_under_compile
-def transposed_output_extent(shape, kernel, stride, padding, dilation, output_padding) -> List[int]:
-    """transposed_conv_out_extent per axis: (s - 1)*stride - 2*padding + dilation*(k - 1) + 1 +
-    output_padding (may be <= 0)."""
-    return _cc.transposed_output_extent(list(shape), list(kernel), list(stride), list(padding), list(dilation),
-                                        list(output_padding))
+def conv_transpose_output_extent(shape, kernel, stride, pads_begin, pads_end, dilation,
+                                 output_padding) -> List[int]:
+    """conv_transpose_out_extent per axis without the bounds of conv_transpose_output_shape
+    (may be <= 0): (s - 1)*stride - pads_begin - pads_end + dilation*(k - 1) + 1 + output_padding."""
+    return _cc.conv_transpose_output_extent(list(shape), list(kernel), list(stride), list(pads_begin),
+                                            list(pads_end), list(dilation), list(output_padding))
 
 
 def indices(t: torch.Tensor, ndim: int) -> None:

@@ -66,8 +66,15 @@ def _build_subm_map_fake(indices, spatial_shape, batch_size, kernel_size, dilati
 
 
 @_register_fake("build_conv_map")
-def _build_conv_map_fake(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+def _build_conv_map_fake(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
     m = _data_dependent_size()
+    return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))))
+
+
+@_register_fake("build_conv_transpose_map")
+def _build_conv_transpose_map_fake(indices, spatial_shape, batch_size, kernel_size, stride, pads_begin, pads_end,
+                                   dilation, output_padding):
+    m = _data_dependent_size()   # the generated voxels: known only from the data
     return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))))
 
 

@@ -1,5 +1,5 @@
 """Sparse convolutions: SparseConvolution and its named 1D-4D forms (strided,
-submanifold, inverse). A layer finds or builds its neighbor map (cached under
+submanifold, inverse, transposed). A layer finds or builds its neighbor map (cached under
 ``indice_key``) and runs one ``gather_mm``; autograd lives on the op."""
 import copy
 import math
@@ -8,9 +8,10 @@ from typing import Tuple
 import torch
 from torch import nn
 
+from . import conv_padding
 from . import functional as F
 from . import validation
-from .indice_data import IndiceData, build_conv_data, build_subm_data, same_voxels
+from .indice_data import IndiceData, build_conv_data, build_conv_transpose_data, build_subm_data, same_voxels
 from .layouts import LayoutAware, scale_output_channels
 from .modules import SparseModule
 from .saved_tensors import compact_saved_tensors
@@ -36,20 +37,26 @@ class SparseConvolution(LayoutAware, SparseModule):
     ``torch.nn.functional.conv3d``). Weight ``[*kernel_size, in_channels/groups,
     out_channels]``. ``subm=True``: outputs are the input voxels; ``inverse=True``:
     transposes the map of the strided conv with the same ``indice_key`` and returns
-    to that conv's input voxels."""
+    to that conv's input voxels; ``transposed=True``: the generative transposed conv
+    (``torch.nn.functional.conv_transpose3d``): input ``i`` reaches every output
+    ``o = i*stride - pads_begin + k*dilation`` of the grid
+    ``(s-1)*stride - pads_begin - pads_end + dilation*(k-1) + 1 + output_padding``.
+
+    Padding (strided and transposed): ``padding`` on both sides of every axis, or per-axis
+    ``pads_begin`` / ``pads_end`` (given together), or ``auto_pad`` in "none", "valid",
+    "same_upper", "same_lower", as ONNX / oneDNN define them (mx_sparse/conv_padding.py)."""
 
     def __init__(self, ndim, in_channels, out_channels, kernel_size=3, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, subm=False, output_padding=0, transposed=False, inverse=False,
-                 indice_key=None, fused_bn=False, mode="mmcv"):
+                 indice_key=None, fused_bn=False, mode="mmcv", pads_begin=None, pads_end=None, auto_pad="none"):
         super().__init__()
         if ndim not in (1, 2, 3, 4):
             raise ValueError(f"ndim: expected 1, 2, 3 or 4, got {ndim!r}")
         validation.channels(in_channels, out_channels, groups)
         if mode not in INITIALIZERS:
             raise ValueError(f"mode: expected one of {sorted(INITIALIZERS)}, got {mode!r}")
-        if transposed:
-            raise NotImplementedError("transposed=True (SparseConvTranspose) is not implemented yet; "
-                                      "use inverse=True to return to the voxels of a strided conv")
+        if transposed and (subm or inverse):
+            raise ValueError("transposed: a transposed conv cannot also be submanifold or inverse")
         if subm and inverse:
             raise ValueError("subm and inverse: a layer can be submanifold or inverse, not both")
         # an inverse conv without indice_key can be built (mmcv's and spconv's layer builders do);
@@ -60,6 +67,14 @@ class SparseConvolution(LayoutAware, SparseModule):
         self.padding = validation.per_axis("padding", padding, ndim, 0)
         self.dilation = validation.per_axis("dilation", dilation, ndim, 1)
         self.output_padding = validation.per_axis("output_padding", output_padding, ndim, 0)
+        self.pads_begin, self.pads_end = conv_padding.explicit_pads(ndim, padding, pads_begin, pads_end, auto_pad)
+        self.auto_pad = auto_pad
+        if subm and (auto_pad != "none" or pads_begin is not None):
+            raise ValueError("auto_pad, pads_begin, pads_end: a submanifold conv keeps its input voxels; padding "
+                             "does not apply to it")
+        if transposed:   # the geometry checks of the map builder (kernels/ops/op_args.h), on a one-cell grid
+            F.conv_transpose_output_shape([1] * ndim, 1, self.kernel_size, self.stride, [0] * ndim, [0] * ndim,
+                                          self.dilation, self.output_padding)
         self.groups, self.subm, self.inverse, self.transposed = groups, subm, inverse, transposed
         self.indice_key, self.fused_bn, self.mode = indice_key, fused_bn, mode
         validation.kernel_volume(self.kernel_size)
@@ -80,9 +95,15 @@ class SparseConvolution(LayoutAware, SparseModule):
         INITIALIZERS["mmcv" if self.mode == "mmcv" else "spconv"](self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        kind = "subm" if self.subm else "inverse" if self.inverse else "strided"
+        kind = "subm" if self.subm else "inverse" if self.inverse else "transposed" if self.transposed else "strided"
+        pads = f"padding={self.padding}" if self.pads_begin == self.pads_end else \
+            f"pads_begin={self.pads_begin}, pads_end={self.pads_end}"
+        if self.auto_pad != "none":
+            pads = f"auto_pad={self.auto_pad!r}"
+        if self.transposed and any(self.output_padding):
+            pads += f", output_padding={self.output_padding}"
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}, dilation={self.dilation}, groups={self.groups}, {kind}, "
+                f"{pads}, dilation={self.dilation}, groups={self.groups}, {kind}, "
                 f"indice_key={self.indice_key!r}, mode={self.mode!r}")
 
     def forward(self, x: SparseConvTensor) -> SparseConvTensor:
@@ -140,12 +161,24 @@ class SparseConvolution(LayoutAware, SparseModule):
             return cached
         if self.subm:
             data = build_subm_data(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.dilation)
+        elif self.transposed:
+            begin, end = self.pads_for(x.spatial_shape)
+            data = build_conv_transpose_data(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.stride,
+                                             begin, end, self.dilation, self.output_padding)
         else:
+            begin, end = self.pads_for(x.spatial_shape)
             data = build_conv_data(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.stride,
-                                   self.padding, self.dilation)
+                                   begin, self.dilation, pads_end=end)
         if self.indice_key is not None:
             x.indice_dict[self.indice_key] = data
         return data
+
+    def pads_for(self, spatial_shape) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        """(pads_begin, pads_end) of this layer for an input of ``spatial_shape`` (auto_pad's
+        same_* pads depend on it)."""
+        return conv_padding.resolve(self.auto_pad, (self.pads_begin, self.pads_end), spatial_shape,
+                                    self.kernel_size, self.stride, self.dilation,
+                                    self.output_padding if self.transposed else None)
 
     def _geometry(self) -> Tuple:
         if self.subm:  # stride and padding do not apply to submanifold layers
@@ -158,10 +191,18 @@ class SparseConvolution(LayoutAware, SparseModule):
         if cached.kind != kind:
             raise ValueError(f"indice_key {key!r}: holds a {cached.kind} map, but {type(self).__name__} needs a "
                              f"{kind} map; use a different key")
-        if (cached.kernel_size, cached.stride, cached.padding, cached.dilation) != self._geometry():
-            raise ValueError(f"indice_key {key!r}: cached {cached.describe()} does not match this layer "
-                             f"(kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                             f"dilation={self.dilation})")
+        if self.subm:
+            begin = end = (0,) * self.ndim
+        else:
+            begin, end = self.pads_for(x.spatial_shape)
+        mine = (self._geometry()[:2], begin, end, self.dilation, self.transposed,
+                self.output_padding if self.transposed else (0,) * self.ndim)
+        if (cached.kernel_size, cached.stride) != mine[0] or (
+                cached.padding, cached.pads_end, cached.dilation, cached.transposed, cached.output_padding) != mine[1:]:
+            kind = "transposed " if self.transposed else ""
+            raise ValueError(f"indice_key {key!r}: cached {cached.describe()} does not match this {kind}layer "
+                             f"(kernel_size={self.kernel_size}, stride={self.stride}, pads_begin={begin}, "
+                             f"pads_end={end}, dilation={self.dilation})")
         if cached.in_spatial_shape != x.spatial_shape or not same_voxels(cached.in_indices, x.indices):
             raise ValueError(f"indice_key {key!r}: the cached map was built for other voxels "
                              f"(spatial_shape {cached.in_spatial_shape}, {cached.in_indices.shape[0]} voxels); "
@@ -206,12 +247,30 @@ def fuse_batchnorm(conv: SparseConvolution, bn: nn.BatchNorm1d) -> SparseConvolu
 
 def _named(ndim: int, subm: bool = False, inverse: bool = False):
     """Builds the named classes (SubMConv3d, ...) that fix ndim and the kind and keep
-    mx_driving's positional argument order."""
+    mx_driving's positional argument order; the padding keywords (pads_begin, pads_end,
+    auto_pad) are keyword-only."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, indice_key=None, mode="mmcv"):
+                 bias=True, indice_key=None, mode="mmcv", *, pads_begin=None, pads_end=None, auto_pad="none"):
         SparseConvolution.__init__(self, ndim, in_channels, out_channels, kernel_size, stride, padding, dilation,
-                                   groups, bias, subm=subm, inverse=inverse, indice_key=indice_key, mode=mode)
+                                   groups, bias, subm=subm, inverse=inverse, indice_key=indice_key, mode=mode,
+                                   pads_begin=pads_begin, pads_end=pads_end, auto_pad=auto_pad)
+
+    return __init__
+
+
+def _named_transposed(ndim: int):
+    """SparseConvTranspose{1,2,3,4}d: spconv's positional order (in_channels, out_channels,
+    kernel_size, stride, padding, dilation, groups, bias, indice_key); output_padding and the
+    padding keywords keyword-only."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, indice_key=None, mode="mmcv", *, output_padding=0, pads_begin=None, pads_end=None,
+                 auto_pad="none"):
+        SparseConvolution.__init__(self, ndim, in_channels, out_channels, kernel_size, stride, padding, dilation,
+                                   groups, bias, output_padding=output_padding, transposed=True,
+                                   indice_key=indice_key, mode=mode, pads_begin=pads_begin, pads_end=pads_end,
+                                   auto_pad=auto_pad)
 
     return __init__
 
@@ -262,3 +321,19 @@ class SparseInverseConv3d(SparseConvolution):
 
 class SparseInverseConv4d(SparseConvolution):
     __init__ = _named(4, inverse=True)
+
+
+class SparseConvTranspose1d(SparseConvolution):
+    __init__ = _named_transposed(1)
+
+
+class SparseConvTranspose2d(SparseConvolution):
+    __init__ = _named_transposed(2)
+
+
+class SparseConvTranspose3d(SparseConvolution):
+    __init__ = _named_transposed(3)
+
+
+class SparseConvTranspose4d(SparseConvolution):
+    __init__ = _named_transposed(4)

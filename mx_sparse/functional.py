@@ -20,12 +20,47 @@ def build_subm_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_si
 
 def build_conv_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
                    kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int],
-                   dilation: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+                   dilation: Sequence[int], pads_end: Optional[Sequence[int]] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """Strided-conv map. Returns ``(out_indices [M, 1+ndim], nbr [M, K])``; outputs are every
     in-range ``o`` with ``i = o*stride - padding + kernel_pos(k)*dilation`` for some active ``i``,
-    sorted by (batch, *spatial)."""
+    sorted by (batch, *spatial). ``padding`` pads below each axis, ``pads_end`` above
+    (default: ``padding``); the output extent is
+    ``(s + padding + pads_end - dilation*(k-1) - 1) // stride + 1``."""
+    if pads_end is None:
+        return ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                                  list(padding), list(dilation))
     return ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
-                              list(padding), list(dilation))
+                              list(padding), list(dilation), list(pads_end))
+
+
+def build_conv_transpose_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                             kernel_size: Sequence[int], stride: Sequence[int], pads_begin: Sequence[int],
+                             pads_end: Sequence[int], dilation: Sequence[int],
+                             output_padding: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Transposed (generative) conv map. Returns ``(out_indices [M, 1+ndim], nbr [M, K])``: input
+    ``i`` reaches every in-range ``o = i*stride - pads_begin + kernel_pos(k)*dilation`` and
+    ``nbr[o, k] = i``; outputs sorted by (batch, *spatial) on the grid
+    ``(s - 1)*stride - pads_begin - pads_end + dilation*(k - 1) + 1 + output_padding``
+    (``conv_transpose_output_shape``); ``output_padding`` < stride or < dilation per axis."""
+    return ops.build_conv_transpose_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                                        list(pads_begin), list(pads_end), list(dilation), list(output_padding))
+
+
+def conv_output_shape(spatial_shape: Sequence[int], batch_size: int, kernel_size: Sequence[int],
+                      stride: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],
+                      dilation: Sequence[int]) -> list:
+    """Output spatial shape of ``build_conv_map`` (its argument checks and ValueErrors)."""
+    from . import _contract
+    return _contract.conv_output_shape(spatial_shape, kernel_size, stride, pads_begin, dilation, batch_size, pads_end)
+
+
+def conv_transpose_output_shape(spatial_shape: Sequence[int], batch_size: int, kernel_size: Sequence[int],
+                                stride: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],
+                                dilation: Sequence[int], output_padding: Sequence[int]) -> list:
+    """Output spatial shape of ``build_conv_transpose_map`` (its argument checks and ValueErrors)."""
+    from . import _contract
+    return _contract.conv_transpose_output_shape(spatial_shape, kernel_size, stride, pads_begin, pads_end, dilation,
+                                                 output_padding, batch_size)
 
 
 def transpose_map(nbr: torch.Tensor, num_rows: int) -> torch.Tensor:

@@ -18,10 +18,18 @@ class IndiceData:
 
     def __init__(self, kind: str, in_indices: torch.Tensor, out_indices: torch.Tensor, nbr: torch.Tensor,
                  in_spatial_shape: List[int], out_spatial_shape: List[int], kernel_size: Tuple[int, ...],
-                 stride: Tuple[int, ...], padding: Tuple[int, ...], dilation: Tuple[int, ...]):
+                 stride: Tuple[int, ...], padding: Tuple[int, ...], dilation: Tuple[int, ...],
+                 pads_end: Optional[Tuple[int, ...]] = None, transposed: bool = False,
+                 output_padding: Optional[Tuple[int, ...]] = None):
         self.kind, self.in_indices, self.out_indices = kind, in_indices, out_indices
         self.in_spatial_shape, self.out_spatial_shape = list(in_spatial_shape), list(out_spatial_shape)
         self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        # padding is pads_begin; pads_end the padding above (asymmetric when they differ).
+        # transposed: a generative (transposed) conv's map, kind "conv" so that a SparseInverseConv
+        # with its key returns to its input voxels.
+        self.pads_end = tuple(padding) if pads_end is None else tuple(pads_end)
+        self.transposed = transposed
+        self.output_padding = (0,) * len(kernel_size) if output_padding is None else tuple(output_padding)
         self._nbr = HeldMap(nbr)
         self._nbr_t: Optional[HeldMap] = None
         # what the map was built from, to refuse reusing it for anything else (check_reusable)
@@ -98,8 +106,12 @@ class IndiceData:
                                  f"{self.batch_size}), got {batch_size}")
 
     def describe(self) -> str:
-        return (f"{self.kind} map (kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-                f"dilation={self.dilation}, spatial_shape={self.in_spatial_shape})")
+        pads = f"padding={self.padding}" if self.pads_end == tuple(self.padding) else \
+            f"pads_begin={self.padding}, pads_end={self.pads_end}"
+        kind = "transposed conv" if self.transposed else self.kind
+        extra = f", output_padding={self.output_padding}" if self.transposed else ""
+        return (f"{kind} map (kernel_size={self.kernel_size}, stride={self.stride}, {pads}, "
+                f"dilation={self.dilation}{extra}, spatial_shape={self.in_spatial_shape})")
 
 
 def contents_token(indices: torch.Tensor):
@@ -127,9 +139,10 @@ def same_voxels(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.equal(a, b)
 
 
-def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation) -> List[int]:
-    """The output grid of a strided conv (conv_out_extent of kernels/common/conv_rules.h)."""
-    return _contract.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
+def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation, pads_end=None) -> List[int]:
+    """The output grid of a strided conv (conv_out_extent of kernels/common/conv_rules.h);
+    ``padding`` pads below, ``pads_end`` (default: ``padding``) above."""
+    return _contract.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation, pads_end)
 
 
 def build_subm_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
@@ -145,11 +158,32 @@ def build_subm_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_s
 
 def build_conv_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
                     kernel_size: Tuple[int, ...], stride: Tuple[int, ...], padding: Tuple[int, ...],
-                    dilation: Tuple[int, ...]) -> IndiceData:
-    """Output voxels and map of a strided layer (what SparseConv layers cache); its transpose on demand."""
-    out_indices, nbr = F.build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
-    out_shape = conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation)
+                    dilation: Tuple[int, ...], pads_end: Optional[Tuple[int, ...]] = None) -> IndiceData:
+    """Output voxels and map of a strided layer (what SparseConv layers cache); its transpose on demand.
+    ``padding`` pads below each axis, ``pads_end`` (default: ``padding``) above."""
+    if pads_end is not None and tuple(pads_end) == tuple(padding):
+        pads_end = None   # symmetric: the op's default
+    out_indices, nbr = F.build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
+                                        pads_end)
+    # the map builder has checked the arguments and the grid: the extent alone is left
+    out_shape = conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation, pads_end)
     data = IndiceData("conv", indices, out_indices, nbr, list(spatial_shape), out_shape,
-                      tuple(kernel_size), tuple(stride), tuple(padding), tuple(dilation))
+                      tuple(kernel_size), tuple(stride), tuple(padding), tuple(dilation), pads_end=pads_end)
+    data.batch_size = batch_size
+    return data
+
+
+def build_conv_transpose_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                              kernel_size: Tuple[int, ...], stride: Tuple[int, ...], pads_begin: Tuple[int, ...],
+                              pads_end: Tuple[int, ...], dilation: Tuple[int, ...],
+                              output_padding: Tuple[int, ...]) -> IndiceData:
+    """Generated voxels and map of a transposed (generative) layer; its transpose on demand."""
+    out_shape = F.conv_transpose_output_shape(spatial_shape, batch_size, kernel_size, stride, pads_begin, pads_end,
+                                              dilation, output_padding)
+    out_indices, nbr = F.build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, stride, pads_begin,
+                                                  pads_end, dilation, output_padding)
+    data = IndiceData("conv", indices, out_indices, nbr, list(spatial_shape), out_shape, tuple(kernel_size),
+                      tuple(stride), tuple(pads_begin), tuple(dilation), pads_end=tuple(pads_end), transposed=True,
+                      output_padding=tuple(output_padding))
     data.batch_size = batch_size
     return data

@@ -179,11 +179,16 @@ def valid_build_conv_map(data):
     padding = [data.draw(st.integers(0, 2)) for _ in range(ndim)]
     # keep every output axis non-empty: (s + 2p - d(k-1) - 1) >= 0
     padding = [max(p, -(-(d * (k - 1) + 1 - s) // 2)) for p, k, d, s in zip(padding, kernel, dilation, shape)]
-    return dict(indices=indices, spatial_shape=shape, batch_size=batch, kernel_size=kernel,
+    args = dict(indices=indices, spatial_shape=shape, batch_size=batch, kernel_size=kernel,
                 stride=[data.draw(st.integers(1, 3)) for _ in range(ndim)], padding=padding, dilation=dilation)
+    args["pads_end"] = None                             # symmetric: padding on both sides
+    if data.draw(st.booleans(), label="asymmetric"):   # pads_end moved by up to 2 either way, output kept
+        args["pads_end"] = [max(0, p + data.draw(st.integers(-2, 2)), d * (k - 1) + 1 - s - p)
+                            for p, k, d, s in zip(padding, kernel, dilation, shape)]
+    return args
 
 
-def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
     shape = check_grid(spatial_shape, batch_size)
     ndim = len(shape)
     check_indices_layout(indices, ndim)
@@ -191,8 +196,10 @@ def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, 
     st_ = int_list(stride, "stride", ndim, 1)
     pad = int_list(padding, "padding", ndim, 0)
     dil = int_list(dilation, "dilation", ndim, 1)
-    out_shape = [(s + 2 * p - d * (k - 1) - 1) // t + 1 for s, k, t, p, d in zip(shape, kernel, st_, pad, dil)]
-    geometry = ("spatial_shape", "kernel_size", "stride", "padding", "dilation")
+    end = pad if pads_end is None else int_list(pads_end, "pads_end", ndim, 0)
+    out_shape = [(s + p + e - d * (k - 1) - 1) // t + 1
+                 for s, k, t, p, e, d in zip(shape, kernel, st_, pad, end, dil)]
+    geometry = ("spatial_shape", "kernel_size", "stride", "padding", "pads_end", "dilation")
     require(all(o >= 1 for o in out_shape), *geometry)
     require(all(o <= INT32_MAX for o in out_shape), *geometry)            # int32 output coordinates
     require(batch_size * math.prod(out_shape) <= INT64_MAX, *geometry, "batch_size")
@@ -211,6 +218,59 @@ def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, 
                     break
                 o.append(num // t)
             else:
+                contributions.setdefault((r[0], *o), {})[k] = i
+    outs = sorted(contributions)
+    out_indices = torch.tensor(outs, dtype=torch.int32).reshape(len(outs), 1 + ndim)
+    nbr = torch.full((len(outs), math.prod(kernel)), -1, dtype=torch.int32)
+    for m, o in enumerate(outs):
+        for k, i in contributions[o].items():
+            nbr[m, k] = i
+    return out_indices, nbr
+
+
+# ---------------------------------------------------------------- build_conv_transpose_map
+
+def valid_build_conv_transpose_map(data):
+    indices, shape, batch = draw_grid(data)
+    ndim = len(shape)
+    kernel = [data.draw(st.integers(1, 3)) for _ in range(ndim)]
+    stride = [data.draw(st.integers(1, 3)) for _ in range(ndim)]
+    dilation = [data.draw(st.integers(1, 2)) for _ in range(ndim)]
+    output_padding = [data.draw(st.integers(0, max(t, d) - 1)) for t, d in zip(stride, dilation)]
+    pads_begin, pads_end = [], []
+    for s, k, t, d, op in zip(shape, kernel, stride, dilation, output_padding):
+        full = (s - 1) * t + d * (k - 1) + 1 + op            # extent without padding
+        b = data.draw(st.integers(0, min(3, full - 1)))
+        pads_begin.append(b)
+        pads_end.append(data.draw(st.integers(0, min(3, full - 1 - b))))   # keep >= 1 output cell
+    return dict(indices=indices, spatial_shape=shape, batch_size=batch, kernel_size=kernel, stride=stride,
+                pads_begin=pads_begin, pads_end=pads_end, dilation=dilation, output_padding=output_padding)
+
+
+def ref_build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, stride, pads_begin, pads_end,
+                                 dilation, output_padding):
+    shape = check_grid(spatial_shape, batch_size)
+    ndim = len(shape)
+    check_indices_layout(indices, ndim)
+    kernel = check_kernel(kernel_size, ndim)
+    st_ = int_list(stride, "stride", ndim, 1)
+    pb = int_list(pads_begin, "pads_begin", ndim, 0)
+    pe = int_list(pads_end, "pads_end", ndim, 0)
+    dil = int_list(dilation, "dilation", ndim, 1)
+    op = int_list(output_padding, "output_padding", ndim, 0)
+    require(all(o < t or o < d for o, t, d in zip(op, st_, dil)), "output_padding")   # ONNX / torch
+    out_shape = [(s - 1) * t - b - e + d * (k - 1) + 1 + o
+                 for s, k, t, b, e, d, o in zip(shape, kernel, st_, pb, pe, dil, op)]
+    geometry = ("spatial_shape", "kernel_size", "stride", "pads_begin", "pads_end", "dilation", "output_padding")
+    require(all(o >= 1 for o in out_shape), *geometry)
+    require(all(o <= INT32_MAX for o in out_shape), *geometry)            # int32 output coordinates
+    require(batch_size * math.prod(out_shape) <= INT64_MAX, *geometry, "batch_size")
+    rows = check_indices(indices, shape, batch_size)
+    contributions = {}
+    for i, r in enumerate(rows):
+        for k, kp in enumerate(kernel_positions(kernel)):
+            o = [c * t - b + p * d for c, p, t, b, d in zip(r[1:], kp, st_, pb, dil)]
+            if all(0 <= x < n for x, n in zip(o, out_shape)):
                 contributions.setdefault((r[0], *o), {})[k] = i
     outs = sorted(contributions)
     out_indices = torch.tensor(outs, dtype=torch.int32).reshape(len(outs), 1 + ndim)
@@ -802,6 +862,7 @@ def ref_sparse_avg_pool_backward(grad, nbr, num_rows):
 SPECS: Dict[str, Spec] = {
     "build_subm_map": Spec(valid_build_subm_map, ref_build_subm_map),
     "build_conv_map": Spec(valid_build_conv_map, ref_build_conv_map),
+    "build_conv_transpose_map": Spec(valid_build_conv_transpose_map, ref_build_conv_transpose_map),
     "transpose_map": Spec(valid_transpose_map, ref_transpose_map),
     "pack_map": Spec(valid_pack_map, ref_pack_map),
     "unpack_map": Spec(valid_unpack_map, ref_unpack_map),

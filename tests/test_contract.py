@@ -252,8 +252,8 @@ def test_conv_map_outputs_are_in_packed_key_order():
 def test_output_extents():
     assert _contract.conv_output_extent([10, 9, 2], [3, 3, 3], [2, 1, 1], [1, 0, 0], [1, 2, 1]) == [5, 5, 0]
     assert _contract.conv_output_shape([10, 9, 3], [3, 3, 3], [2, 1, 1], [1, 0, 0], [1, 2, 1], 1) == [5, 5, 1]
-    # transposed: (s - 1)*stride - 2p + d(k - 1) + 1 + output_padding
-    assert _contract.transposed_output_extent([5, 4], [3, 2], [2, 3], [1, 0], [1, 2], [1, 0]) == [10, 12]
+    # transposed: (s - 1)*stride - 2p + d(k - 1) + 1 + output_padding (pads_begin = pads_end = p)
+    assert _contract.conv_transpose_output_extent([5, 4], [3, 2], [2, 3], [1, 0], [1, 0], [1, 2], [1, 0]) == [10, 12]
     # a dense input grid reaches every output cell: the builder's outputs span the extent
     shape = [5, 6, 4]
     dense = _contract.unpack_keys(torch.arange(math.prod(shape)), shape)

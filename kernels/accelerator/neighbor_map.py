@@ -63,7 +63,7 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     return nbr.index_copy_(0, order, _rows(found, order))    # sorted row s is input row order[s]
 
 
-def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
+def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
     shape = op_args.grid(spatial_shape, batch_size)
     ndim = len(shape)
     op_args.indices(indices, ndim)
@@ -72,7 +72,9 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     padding = op_args.per_axis("padding", padding, ndim, 0)
     dilation = op_args.per_axis("dilation", dilation, ndim, 1)
     kvol = op_args.kernel_volume(kernel)
-    out_shape = op_args.conv_output_shape(shape, kernel, stride, padding, dilation, batch_size)
+    # pads_end (asymmetric padding) is checked with the output grid, as build_conv_map_cpu does
+    out_shape = op_args.conv_output_shape(shape, kernel, stride, padding, dilation, batch_size, pads_end)
+    pads_end = padding if pads_end is None else list(pads_end)
     n, dev = indices.shape[0], indices.device
     if n == 0:
         return (torch.empty((0, 1 + ndim), dtype=torch.int32, device=dev),
@@ -84,8 +86,8 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     flags, outside = index_checks.flags_and_outside(idx, shape, batch_size, in_keys, order)
     # the primitive takes rows inside the grid; until the one read below says whether the indices
     # are valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
-    inside = torch.where(outside.unsqueeze(1), 0, indices).contiguous()
-    pair_keys = primitives._conv_out_keys(inside, shape, batch_size, kernel, stride, padding, dilation)
+    inside = torch.where(outside.unsqueeze(1), 0, indices)
+    pair_keys = _conv_out_keys(inside, shape, batch_size, kernel, stride, padding, pads_end, dilation)
     out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
     bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
                                          "build_conv_map: value checks and output count")
@@ -97,6 +99,23 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev)
     found = primitives._sorted_key_lookup(query, in_keys, deltas, kernel[-1], bound)
     return out_idx.int(), _rows(found, order)
+
+
+def _conv_out_keys(indices, shape, batch_size, kernel, stride, pads_begin, pads_end, dilation):
+    """The primitive, which pads symmetrically: with pads_begin != pads_end it runs on the grid
+    padded by their difference on the larger side, padding min(pads_begin, pads_end) both
+    ways (inputs shifted up by pads_begin - that), which has the same outputs, reached by the
+    same offsets: o = (i + pads_begin - kp*d) / s, 0 <= o < O."""
+    if list(pads_begin) == list(pads_end):
+        return primitives._conv_out_keys(indices.contiguous(), shape, batch_size, kernel, stride, pads_begin, dilation)
+    grown = [s + abs(b - e) for s, b, e in zip(shape, pads_begin, pads_end)]
+    if max(grown) > op_args.INT32_MAX:
+        raise ValueError(f"pads_begin, pads_end: {pads_begin} and {pads_end} differ by more than int32 coordinates "
+                         f"address on the grid {shape} (accelerator map builder)")
+    low = [min(b, e) for b, e in zip(pads_begin, pads_end)]
+    lifted = torch.stack([indices.select(1, 0)] + [indices.select(1, 1 + d) + (b - lo)
+                                                   for d, (b, lo) in enumerate(zip(pads_begin, low))], 1)
+    return primitives._conv_out_keys(lifted.contiguous(), grown, batch_size, kernel, stride, low, dilation)
 
 
 def transpose_map(nbr, num_rows):

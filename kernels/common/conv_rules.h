@@ -7,25 +7,39 @@
 
 namespace mxs {
 
-// Spatial output extent of a strided conv: floor((in + 2p - d(k-1) - 1)/s) + 1.
-// May be <= 0; callers reject that as an empty output shape.
-MXS_INLINE int64_t conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+// Spatial output extent of a strided conv padded by pb below and pe above:
+// floor((in + pb + pe - d(k-1) - 1)/s) + 1. May be <= 0; callers reject that as
+// an empty output shape.
+MXS_INLINE int64_t conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d) {
+  const int64_t span = in + pb + pe - d * (k - 1) - 1;
   // floor division that is also right for a negative span
   const int64_t q = span >= 0 ? span / s : -((-span + s - 1) / s);
   return q + 1;
 }
 
-// Transposed (generative) conv: input i reaches output o = i*s - p + kp*d, so the output grid is
-// (in - 1)*s - 2p + d(k-1) + 1 + output_padding. May be <= 0, like conv_out_extent.
-MXS_INLINE int64_t transposed_conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
-                                              int64_t output_padding) {
-  return (in - 1) * s - 2 * p + d * (k - 1) + 1 + output_padding;
+// Symmetric padding p on both sides: floor((in + 2p - d(k-1) - 1)/s) + 1.
+MXS_INLINE int64_t conv_out_extent(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return conv_out_extent(in, k, s, p, p, d);
+}
+
+// Spatial output extent of a transposed conv (ONNX ConvTranspose, oneDNN, torch
+// conv_transpose): (in - 1)*s - pb - pe + d(k-1) + 1 + output_padding. With every
+// value <= 2^31 - 1 no term overflows int64. May be <= 0 (callers reject it).
+MXS_INLINE int64_t conv_transpose_out_extent(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
+                                             int64_t output_padding) {
+  return (in - 1) * s - pb - pe + d * (k - 1) + 1 + output_padding;
+}
+
+// Transposed conv: input i feeds output o = i*s - pb + kp*d through kernel position
+// kp (every such o inside [0, O)); -1 when outside.
+MXS_INLINE int64_t conv_transpose_axis_output(const ConvGeometry& g, const Grid& out, int d, int64_t c, int64_t kp) {
+  const int64_t o = c * g.stride[d] - g.padding[d] + kp * g.dilation[d];
+  return o >= 0 && o < out.shape[d] ? o : -1;
 }
 
 // Strided conv: input i feeds output o through kernel position kp iff i = o*s - p + kp*d
-// per axis (the map builders evaluate this per axis: o = (i + p - kp*d) / s when that is an
-// exact, in-range quotient).
+// per axis (the map builders evaluate this per axis: o = (i + pb - kp*d) / s when that is an
+// exact, in-range quotient; pe only bounds the output extent).
 
 // Submanifold conv: output o reads input o + (kp - k/2)*d per axis (kernel centred
 // at k//2, so an even kernel reaches one more step backwards than forwards).

@@ -10,8 +10,9 @@ struct ConvGeometry {
   int ndim;
   int64_t kernel[kMaxSpatialDims];
   int64_t stride[kMaxSpatialDims];
-  int64_t padding[kMaxSpatialDims];
+  int64_t padding[kMaxSpatialDims];   // pads_begin: zero padding below each axis
   int64_t dilation[kMaxSpatialDims];
+  int64_t pads_end[kMaxSpatialDims];  // zero padding above each axis (== padding unless asymmetric)
 };
 
 MXS_INLINE int64_t kernel_volume(const ConvGeometry& g) {

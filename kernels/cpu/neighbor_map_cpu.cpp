@@ -212,8 +212,9 @@ struct OutputPair {
   int32_t row, k;
 };
 
-// The outputs a strided-conv input reaches. The output rule is separable per
-// axis, so each axis lists its valid (kernel position, output coordinate) pairs
+// The outputs a strided-conv input reaches (with `transposed`: a transposed-conv
+// input, conv_transpose_axis_output). The output rule is separable per axis, so
+// each axis lists its valid (kernel position, output coordinate) pairs
 // (sum(kernel) tests instead of kvol * ndim), and the outputs are their
 // row-major product, visited by an odometer in ascending k. Both the offset
 // index k and the output key are sums of one share per axis, so the lists hold
@@ -221,7 +222,8 @@ struct OutputPair {
 // voxel almost always, so each axis keeps the list of its last coordinate.
 class OutputReach {
  public:
-  OutputReach(const ConvGeometry& geo, const Grid& out_grid) : geo_(geo), out_grid_(out_grid), nd_(geo.ndim) {
+  OutputReach(const ConvGeometry& geo, const Grid& out_grid, bool transposed)
+      : geo_(geo), out_grid_(out_grid), nd_(geo.ndim), transposed_(transposed) {
     int64_t slots = 0;
     for (int d = 0; d < nd_; ++d) slots += 2 * geo.kernel[d];
     scratch_.resize(slots);
@@ -272,7 +274,15 @@ class OutputReach {
     coord_[d] = c;
     count_[d] = 0;
     for (int64_t kp = 0; kp < geo_.kernel[d]; ++kp) {
+      if (transposed_) {
+        const int64_t o = conv_transpose_axis_output(geo_, out_grid_, d, c, kp);
+        if (o < 0) continue;
+        k_share_[d][count_[d]] = kp * k_stride_[d];
+        key_share_[d][count_[d]++] = o * key_stride_[d];
+        continue;
+      }
       // the strided rule of conv_rules.h: o = (c + p - kp*d) / s, an exact in-range quotient
+      // (dividing with FastDivisor)
       const int64_t num = c + geo_.padding[d] - kp * geo_.dilation[d];
       if (num < 0) continue;
       int64_t rem;
@@ -286,6 +296,7 @@ class OutputReach {
   const ConvGeometry& geo_;
   const Grid& out_grid_;
   const int nd_;
+  const bool transposed_;
   std::vector<int64_t> scratch_;  // 2 * sum(kernel) slots for the share lists
   int64_t coord_[kMaxSpatialDims], count_[kMaxSpatialDims];
   int64_t k_stride_[kMaxSpatialDims], key_stride_[kMaxSpatialDims], batch_stride_;
@@ -298,11 +309,11 @@ class OutputReach {
 // then written at prefix-sum offsets, then sorted (stably). Equal keys differ
 // in k, so their relative order would not matter anyway.
 std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const Grid& in_grid,
-                                            const Grid& out_grid, const ConvGeometry& geo) {
+                                            const Grid& out_grid, const ConvGeometry& geo, bool transposed) {
   const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
   std::vector<int64_t> offset(chunks + 1, 0);
   parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
-    OutputReach reach(geo, out_grid);
+    OutputReach reach(geo, out_grid, transposed);
     int64_t c[kMaxSpatialDims];
     for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk())
       for (int64_t r = ch * kRowGrain; r < std::min(n, (ch + 1) * kRowGrain); ++r) {
@@ -313,7 +324,7 @@ std::vector<OutputPair> sorted_output_pairs(const int32_t* idx, int64_t n, const
   for (int64_t ch = 0; ch < chunks; ++ch) offset[ch + 1] += offset[ch];
   std::vector<OutputPair> pairs(offset[chunks]);
   parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
-    OutputReach reach(geo, out_grid);
+    OutputReach reach(geo, out_grid, transposed);
     int64_t c[kMaxSpatialDims];
     for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk()) {
       int64_t w = offset[ch];
@@ -450,7 +461,7 @@ bool use_output_bitmap(const Grid& out_grid, int64_t batch_size, int64_t n) {
 // every contribution writes its map cell (one writer per cell: an output and an
 // offset determine the input).
 std::tuple<at::Tensor, at::Tensor> conv_map_by_bitmap(const at::Tensor& indices, int64_t batch_size, const Grid& grid,
-                                                      const Grid& out_grid, const ConvGeometry& geo) {
+                                                      const Grid& out_grid, const ConvGeometry& geo, bool transposed) {
   const int64_t n = indices.size(0), kvol = kernel_volume(geo);
   const int32_t* idx = indices.data_ptr<int32_t>();
   int64_t cells = batch_size;
@@ -459,7 +470,7 @@ std::tuple<at::Tensor, at::Tensor> conv_map_by_bitmap(const at::Tensor& indices,
   const int64_t chunks = (n + kRowGrain - 1) / kRowGrain;
   std::vector<std::vector<OutputPair>> contributions(chunks);
   parallel_dynamic(chunks, chunks > 1, [&](auto next_chunk) {
-    OutputReach reach(geo, out_grid);
+    OutputReach reach(geo, out_grid, transposed);
     int64_t c[kMaxSpatialDims];
     for (int64_t ch = next_chunk(); ch < chunks; ch = next_chunk()) {
       // filled locally, then moved: the chunks' vector headers share cache lines
@@ -499,23 +510,17 @@ std::tuple<at::Tensor, at::Tensor> conv_map_by_bitmap(const at::Tensor& indices,
 #pragma GCC pop_options
 #endif
 
-std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
-    const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
-    c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
-    c10::IntArrayRef dilation) {
-  const Grid grid = make_grid(spatial_shape, batch_size);
-  check_indices(indices_in, grid.ndim);
-  const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, padding, dilation);
-  const Grid out_grid = conv_output_grid(grid, geo, spatial_shape, batch_size);
-  const at::Tensor indices = indices_in.contiguous();
+// Output voxels (canonical order) and map of a strided or transposed conv whose
+// arguments are checked, from the (output key, input row, k) contributions: through
+// the output bitmap on small grids, else sorted.
+std::tuple<at::Tensor, at::Tensor> conv_map_from_contributions(const at::Tensor& indices, int64_t batch_size,
+                                                               const Grid& grid, const Grid& out_grid,
+                                                               const ConvGeometry& geo, bool transposed) {
   const int64_t n = indices.size(0), kvol = kernel_volume(geo);
-  check_row_count(n);
   const int32_t* idx = indices.data_ptr<int32_t>();
-  check_rows_in_grid(indices, grid, batch_size, spatial_shape);
-  sorted_input_voxels(indices, grid, batch_size, spatial_shape);  // rejects duplicate voxels
-  if (use_output_bitmap(out_grid, batch_size, n)) return conv_map_by_bitmap(indices, batch_size, grid, out_grid, geo);
-
-  const std::vector<OutputPair> pairs = sorted_output_pairs(idx, n, grid, out_grid, geo);
+  if (use_output_bitmap(out_grid, batch_size, n))
+    return conv_map_by_bitmap(indices, batch_size, grid, out_grid, geo, transposed);
+  const std::vector<OutputPair> pairs = sorted_output_pairs(idx, n, grid, out_grid, geo, transposed);
   const std::vector<int64_t> first = run_starts(pairs);
   const int64_t m = static_cast<int64_t>(first.size()) - 1;
   check_row_count(m);
@@ -538,6 +543,45 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
     }
   });
   return {out_indices, nbr};
+}
+
+// The input checks both map builders share: indices' dtype and shape, the row count,
+// every row inside the grid, no voxel twice. Returns the contiguous indices.
+at::Tensor checked_indices(const at::Tensor& indices_in, const Grid& grid, int64_t batch_size,
+                           c10::IntArrayRef spatial_shape) {
+  check_indices(indices_in, grid.ndim);
+  const at::Tensor indices = indices_in.contiguous();
+  const int64_t n = indices.size(0);
+  check_row_count(n);
+  check_rows_in_grid(indices, grid, batch_size, spatial_shape);
+  sorted_input_voxels(indices, grid, batch_size, spatial_shape);  // rejects duplicate voxels
+  return indices;
+}
+
+// `padding` is pads_begin; pads_end (optional) the padding above, `padding` when absent.
+std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
+    const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
+    c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
+    c10::IntArrayRef dilation, at::OptionalIntArrayRef pads_end) {
+  const Grid grid = make_grid(spatial_shape, batch_size);
+  check_indices(indices_in, grid.ndim);
+  const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, padding, dilation, pads_end);
+  const Grid out_grid = conv_output_grid(grid, geo, spatial_shape, batch_size);
+  const at::Tensor indices = checked_indices(indices_in, grid, batch_size, spatial_shape);
+  return conv_map_from_contributions(indices, batch_size, grid, out_grid, geo, false);
+}
+
+// Transposed (generative) conv: input i reaches o = i*stride - pads_begin + kp*dilation.
+std::tuple<at::Tensor, at::Tensor> build_conv_transpose_map_cpu(
+    const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
+    c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef pads_begin,
+    c10::IntArrayRef pads_end, c10::IntArrayRef dilation, c10::IntArrayRef output_padding) {
+  const Grid grid = make_grid(spatial_shape, batch_size);
+  check_indices(indices_in, grid.ndim);
+  const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, pads_begin, dilation, pads_end, "pads_begin");
+  const Grid out_grid = conv_transpose_output_grid(grid, geo, output_padding, spatial_shape, batch_size);
+  const at::Tensor indices = checked_indices(indices_in, grid, batch_size, spatial_shape);
+  return conv_map_from_contributions(indices, batch_size, grid, out_grid, geo, true);
 }
 
 // Error path of transpose_map: finds the lowest row naming an (input row, offset) that an
@@ -600,5 +644,6 @@ at::Tensor transpose_map_cpu(const at::Tensor& nbr_in, int64_t num_rows) {
 TORCH_LIBRARY_IMPL(mx_sparse, CPU, m) {
   m.impl("build_subm_map", &mxs::build_subm_map_cpu);
   m.impl("build_conv_map", &mxs::build_conv_map_cpu);
+  m.impl("build_conv_transpose_map", &mxs::build_conv_transpose_map_cpu);
   m.impl("transpose_map", &mxs::transpose_map_cpu);
 }

@@ -19,6 +19,11 @@ namespace {
 
 using Values = std::vector<int64_t>;
 
+at::OptionalIntArrayRef pads_end_ref(const std::optional<Values>& pads_end) {
+  if (!pads_end.has_value()) return c10::nullopt;
+  return c10::IntArrayRef(*pads_end);
+}
+
 Values grid_shape(const Values& spatial_shape, int64_t batch_size) {
   make_grid(spatial_shape, batch_size);
   return spatial_shape;
@@ -31,37 +36,52 @@ Values per_axis(const std::string& name, const Values& values, int64_t ndim, int
 }
 
 // Unchecked extents of arguments the caller has checked (strides >= 1 still required, or
-// the floor division would divide by zero).
+// the floor division would divide by zero). pads_end defaults to padding (symmetric).
 Values conv_output_extent(const Values& shape, const Values& kernel, const Values& stride, const Values& padding,
-                          const Values& dilation) {
-  const ConvGeometry g = geometry_of(kernel, stride, padding, dilation);
+                          const Values& dilation, const std::optional<Values>& pads_end) {
+  const ConvGeometry g = geometry_of(kernel, stride, padding, dilation, pads_end_ref(pads_end));
   TORCH_CHECK_VALUE(shape.size() == kernel.size(), "spatial_shape: expected ", g.ndim, " values like kernel_size, got ",
                     list_str(shape));
   Values out(g.ndim);
   for (int d = 0; d < g.ndim; ++d) {
     TORCH_CHECK_VALUE(g.stride[d] >= 1, "stride: expected every value >= 1, got ", list_str(stride));
-    out[d] = conv_out_extent(shape[d], g.kernel[d], g.stride[d], g.padding[d], g.dilation[d]);
+    out[d] = conv_out_extent(shape[d], g.kernel[d], g.stride[d], g.padding[d], g.pads_end[d], g.dilation[d]);
   }
   return out;
 }
 
-Values transposed_output_extent(const Values& shape, const Values& kernel, const Values& stride,
-                                const Values& padding, const Values& dilation, const Values& output_padding) {
-  const ConvGeometry g = geometry_of(kernel, stride, padding, dilation);
+Values conv_transpose_output_extent(const Values& shape, const Values& kernel, const Values& stride,
+                                    const Values& pads_begin, const Values& pads_end, const Values& dilation,
+                                    const Values& output_padding) {
+  const ConvGeometry g = geometry_of(kernel, stride, pads_begin, dilation, c10::IntArrayRef(pads_end));
   TORCH_CHECK_VALUE(shape.size() == kernel.size() && output_padding.size() == kernel.size(),
                     "spatial_shape, output_padding: expected ", g.ndim, " values each like kernel_size");
   Values out(g.ndim);
   for (int d = 0; d < g.ndim; ++d)
-    out[d] = transposed_conv_out_extent(shape[d], g.kernel[d], g.stride[d], g.padding[d], g.dilation[d],
-                                        output_padding[d]);
+    out[d] = conv_transpose_out_extent(shape[d], g.kernel[d], g.stride[d], g.padding[d], g.pads_end[d],
+                                       g.dilation[d], output_padding[d]);
   return out;
 }
 
-// The checked output grid of a strided conv (conv_output_grid) of checked arguments.
+// The checked output grid of a strided conv (conv_output_grid) of checked arguments; the
+// geometry is checked like build_conv_map's (pads_end: its optional argument).
 Values conv_output_shape(const Values& shape, const Values& kernel, const Values& stride, const Values& padding,
-                         const Values& dilation, int64_t batch_size) {
+                         const Values& dilation, int64_t batch_size, const std::optional<Values>& pads_end) {
   const Grid in = make_grid(shape, batch_size);
-  const Grid out = conv_output_grid(in, make_geometry(in.ndim, kernel, stride, padding, dilation), shape, batch_size);
+  const ConvGeometry g = make_geometry(in.ndim, kernel, stride, padding, dilation, pads_end_ref(pads_end));
+  const Grid out = conv_output_grid(in, g, shape, batch_size);
+  return Values(out.shape, out.shape + out.ndim);
+}
+
+// The checked output grid of a transposed conv (conv_transpose_output_grid), with
+// build_conv_transpose_map's argument names and checks.
+Values conv_transpose_output_shape(const Values& shape, const Values& kernel, const Values& stride,
+                                   const Values& pads_begin, const Values& pads_end, const Values& dilation,
+                                   const Values& output_padding, int64_t batch_size) {
+  const Grid in = make_grid(shape, batch_size);
+  const ConvGeometry g = make_geometry(in.ndim, kernel, stride, pads_begin, dilation, c10::IntArrayRef(pads_end),
+                                       "pads_begin");
+  const Grid out = conv_transpose_output_grid(in, g, output_padding, shape, batch_size);
   return Values(out.shape, out.shape + out.ndim);
 }
 
@@ -89,9 +109,13 @@ void register_contract_functions(pybind11::module_& module) {
   m.def("per_axis", &per_axis, py::arg("name"), py::arg("values"), py::arg("ndim"), py::arg("minimum"));
   m.def("kernel_volume", [](const Values& k) { return checked_kernel_volume(k); }, py::arg("kernel_size"));
   m.def("conv_output_shape", &conv_output_shape, py::arg("shape"), py::arg("kernel"), py::arg("stride"),
-        py::arg("padding"), py::arg("dilation"), py::arg("batch_size"));
-  m.def("conv_output_extent", &conv_output_extent);
-  m.def("transposed_output_extent", &transposed_output_extent);
+        py::arg("padding"), py::arg("dilation"), py::arg("batch_size"), py::arg("pads_end") = py::none());
+  m.def("conv_transpose_output_shape", &conv_transpose_output_shape, py::arg("shape"), py::arg("kernel"),
+        py::arg("stride"), py::arg("pads_begin"), py::arg("pads_end"), py::arg("dilation"),
+        py::arg("output_padding"), py::arg("batch_size"));
+  m.def("conv_output_extent", &conv_output_extent, py::arg("shape"), py::arg("kernel"), py::arg("stride"),
+        py::arg("padding"), py::arg("dilation"), py::arg("pads_end") = py::none());
+  m.def("conv_transpose_output_extent", &conv_transpose_output_extent);
   m.def("indices", [](const at::Tensor& t, int64_t ndim) { check_index_layout(t, static_cast<int>(ndim)); });
   m.def("neighbor_map", [](const at::Tensor& t, const std::string& name) { check_map(t, name.c_str()); });
   m.def("float_tensor", [](const at::Tensor& t, const std::string& name) { check_float(t, name.c_str()); });

@@ -71,33 +71,45 @@ inline int64_t checked_kernel_volume(c10::IntArrayRef kernel_size) {
   return volume;
 }
 
+// `padding` is pads_begin; pads_end defaults to it (symmetric padding). The names in the
+// messages are the op's argument names (padding_name: "padding" or "pads_begin").
 inline ConvGeometry make_geometry(int ndim, c10::IntArrayRef kernel_size, c10::IntArrayRef stride,
-                                  c10::IntArrayRef padding, c10::IntArrayRef dilation) {
+                                  c10::IntArrayRef padding, c10::IntArrayRef dilation,
+                                  at::OptionalIntArrayRef pads_end = c10::nullopt,
+                                  const char* padding_name = "padding") {
   ConvGeometry g;
   g.ndim = ndim;
   fill_axis_arg("kernel_size", kernel_size, ndim, 1, g.kernel);
   fill_axis_arg("stride", stride, ndim, 1, g.stride);
-  fill_axis_arg("padding", padding, ndim, 0, g.padding);
+  fill_axis_arg(padding_name, padding, ndim, 0, g.padding);
   fill_axis_arg("dilation", dilation, ndim, 1, g.dilation);
+  if (pads_end.has_value())
+    fill_axis_arg("pads_end", *pads_end, ndim, 0, g.pads_end);
+  else
+    for (int d = 0; d < ndim; ++d) g.pads_end[d] = g.padding[d];
   checked_kernel_volume(kernel_size);
   return g;
 }
 
 // The geometry of arguments checked elsewhere or following another library's rules (the output
 // extent helpers of the Python layer): only the counts are checked; make_geometry checks values.
+// pads_end defaults to padding (symmetric).
 inline ConvGeometry geometry_of(c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
-                                c10::IntArrayRef dilation) {
+                                c10::IntArrayRef dilation, at::OptionalIntArrayRef pads_end = c10::nullopt) {
   ConvGeometry g{};
   g.ndim = static_cast<int>(kernel_size.size());
   TORCH_CHECK_VALUE(g.ndim >= 1 && g.ndim <= kMaxSpatialDims, "kernel_size: expected 1 to ", kMaxSpatialDims,
                     " dimensions, got ", g.ndim);
   TORCH_CHECK_VALUE(stride.size() == kernel_size.size() && padding.size() == kernel_size.size() &&
-                        dilation.size() == kernel_size.size(),
-                    "stride, padding, dilation: expected ", g.ndim, " values each like kernel_size");
+                        dilation.size() == kernel_size.size() &&
+                        (!pads_end.has_value() || pads_end->size() == kernel_size.size()),
+                    "stride, padding, dilation", pads_end.has_value() ? ", pads_end" : "", ": expected ", g.ndim,
+                    " values each like kernel_size");
   for (int d = 0; d < g.ndim; ++d) {
     g.kernel[d] = kernel_size[d];
     g.stride[d] = stride[d];
     g.padding[d] = padding[d];
+    g.pads_end[d] = pads_end.has_value() ? (*pads_end)[d] : padding[d];
     g.dilation[d] = dilation[d];
   }
   return g;
@@ -108,10 +120,12 @@ inline Grid conv_output_grid(const Grid& in, const ConvGeometry& g, c10::IntArra
   Grid out;
   out.ndim = in.ndim;
   for (int d = 0; d < in.ndim; ++d) {
-    out.shape[d] = conv_out_extent(in.shape[d], g.kernel[d], g.stride[d], g.padding[d], g.dilation[d]);
+    out.shape[d] = conv_out_extent(in.shape[d], g.kernel[d], g.stride[d], g.padding[d], g.pads_end[d], g.dilation[d]);
     TORCH_CHECK_VALUE(out.shape[d] >= 1, "spatial_shape: the convolution output is empty on axis ", d,
                       " (spatial_shape ", list_str(spatial_shape), ", kernel_size ", g.kernel[d], ", stride ",
-                      g.stride[d], ", padding ", g.padding[d], ", dilation ", g.dilation[d], " on that axis)");
+                      g.stride[d], ", padding ", g.padding[d],
+                      g.pads_end[d] != g.padding[d] ? " (pads_end " + std::to_string(g.pads_end[d]) + ")" : "",
+                      ", dilation ", g.dilation[d], " on that axis)");
     TORCH_CHECK_VALUE(out.shape[d] <= kMaxGeometryValue, "padding: the convolution output has ", out.shape[d],
                       " cells on axis ", d, ", more than int32 coordinates address (spatial_shape ",
                       list_str(spatial_shape), ", padding ", g.padding[d], ", stride ", g.stride[d], ")");
@@ -125,6 +139,38 @@ inline Grid conv_output_grid(const Grid& in, const ConvGeometry& g, c10::IntArra
   const Grid out = conv_output_grid(in, g, spatial_shape);
   TORCH_CHECK_VALUE(grid_fits_int64(out, batch_size), "batch_size, padding: batch_size (", batch_size,
                     ") x the convolution's output grid exceeds the int64 voxel-key range");
+  return out;
+}
+
+// Output grid of a transposed conv (geometry from make_geometry with "pads_begin"):
+// output_padding per axis in [0, max(stride, dilation)) -- ONNX ConvTranspose and
+// torch.nn.ConvTranspose allow only that, the cells it adds lying within one step of the
+// last reachable one --, every axis non-empty and within int32 coordinates, every output
+// key (batch x output grid) within int64.
+inline Grid conv_transpose_output_grid(const Grid& in, const ConvGeometry& g, c10::IntArrayRef output_padding,
+                                       c10::IntArrayRef spatial_shape, int64_t batch_size) {
+  int64_t op[kMaxSpatialDims];
+  fill_axis_arg("output_padding", output_padding, in.ndim, 0, op);
+  Grid out;
+  out.ndim = in.ndim;
+  for (int d = 0; d < in.ndim; ++d) {
+    TORCH_CHECK_VALUE(op[d] < g.stride[d] || op[d] < g.dilation[d], "output_padding: expected every value smaller "
+                      "than the stride or the dilation of its axis (as ONNX ConvTranspose and torch conv_transpose "
+                      "require), got ", list_str(output_padding), " on axis ", d, " with stride ", g.stride[d],
+                      " and dilation ", g.dilation[d]);
+    out.shape[d] = conv_transpose_out_extent(in.shape[d], g.kernel[d], g.stride[d], g.padding[d], g.pads_end[d],
+                                             g.dilation[d], op[d]);
+    TORCH_CHECK_VALUE(out.shape[d] >= 1, "pads_begin, pads_end: the transposed convolution output is empty on axis ",
+                      d, " (spatial_shape ", list_str(spatial_shape), ", kernel_size ", g.kernel[d], ", stride ",
+                      g.stride[d], ", pads_begin ", g.padding[d], ", pads_end ", g.pads_end[d], ", dilation ",
+                      g.dilation[d], ", output_padding ", op[d], " on that axis)");
+    TORCH_CHECK_VALUE(out.shape[d] <= kMaxGeometryValue, "spatial_shape, stride: the transposed convolution output "
+                      "has ", out.shape[d], " cells on axis ", d, ", more than int32 coordinates address "
+                      "(spatial_shape ", list_str(spatial_shape), ", stride ", g.stride[d], ", kernel_size ",
+                      g.kernel[d], ", dilation ", g.dilation[d], ")");
+  }
+  TORCH_CHECK_VALUE(grid_fits_int64(out, batch_size), "batch_size, stride: batch_size (", batch_size,
+                    ") x the transposed convolution's output grid exceeds the int64 voxel-key range");
   return out;
 }
 

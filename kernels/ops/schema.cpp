@@ -14,9 +14,19 @@ TORCH_LIBRARY(mx_sparse, m) {
   m.def("build_subm_map(Tensor indices, int[] spatial_shape, int batch_size, "
         "int[] kernel_size, int[] dilation) -> Tensor");
   // Strided-conv map: returns (out_indices [M, 1+ndim] int32 sorted by
-  // (batch, *spatial), nbr [M, K]).
+  // (batch, *spatial), nbr [M, K]). Output o reads input o*stride - padding +
+  // kp*dilation; `padding` pads below each axis and `pads_end` above (ONNX/oneDNN
+  // pads_begin / pads_end), pads_end = padding when omitted (symmetric).
   m.def("build_conv_map(Tensor indices, int[] spatial_shape, int batch_size, "
-        "int[] kernel_size, int[] stride, int[] padding, int[] dilation) -> (Tensor, Tensor)");
+        "int[] kernel_size, int[] stride, int[] padding, int[] dilation, int[]? pads_end=None) -> (Tensor, Tensor)");
+  // Transposed (generative) conv map: input i reaches output o = i*stride -
+  // pads_begin + kp*dilation (every o in [0, O)), O = (in - 1)*stride - pads_begin -
+  // pads_end + dilation*(kernel - 1) + 1 + output_padding per axis (ONNX
+  // ConvTranspose, torch conv_transpose); output_padding < stride or < dilation.
+  // Returns (out_indices [M, 1+ndim] int32 sorted by (batch, *spatial), nbr [M, K]),
+  // nbr[o, k] = the input reaching o through offset k: out[o] = sum_k x[nbr[o, k]] @ W[k].
+  m.def("build_conv_transpose_map(Tensor indices, int[] spatial_shape, int batch_size, int[] kernel_size, "
+        "int[] stride, int[] pads_begin, int[] pads_end, int[] dilation, int[] output_padding) -> (Tensor, Tensor)");
   // nbr_t[i, k] = m where nbr[m, k] = i (each (i, k) has at most one m).
   // num_rows is a SymInt so that torch.compile keeps a voxel count symbolic
   // (an int argument would specialise the graph to it); kernels take int64_t.

@@ -8,14 +8,9 @@ shared by the spconv-2.x and mmcv surfaces:
   ``sparse_max_pool`` / ``sparse_avg_pool`` ops.
 - ``SparseGlobalPool``: per-sample max / mean over all active voxels.
 
-Transposed convolution: input ``i`` reaches output ``o = i*stride - padding + k*dilation``
-through kernel offset ``k`` (every in-range ``o``), the output grid is
-``(s - 1)*stride - 2*padding + dilation*(k - 1) + 1 + output_padding``, outputs are in
-canonical (sorted) order. The map is built here with torch ops; the products run through
-the same ``gather_mm`` as every other convolution.
+Transposed convolution (``transposed=True``) is the core layer's (mx_sparse/conv.py): its map
+comes from the ``build_conv_transpose_map`` op on every backend.
 """
-import math
-from typing import List, Sequence
 
 import torch
 
@@ -25,41 +20,7 @@ from ..indice_data import IndiceData, build_conv_data, build_subm_data
 from ..layouts import convert_weight
 from ..modules import SparseModule
 from ..sparse_tensor import SparseConvTensor
-from .. import _contract, validation
-
-
-def kernel_offsets(kernel_size: Sequence[int], device) -> torch.Tensor:
-    """``[K, ndim]`` kernel positions in row-major order (the ``k`` of the neighbor map)."""
-    grids = torch.meshgrid(*[torch.arange(k, device=device) for k in kernel_size], indexing="ij")
-    return torch.stack([g.reshape(-1) for g in grids], dim=1)
-
-
-def transposed_output_shape(spatial_shape, kernel_size, stride, padding, dilation, output_padding) -> List[int]:
-    return _contract.transposed_output_extent(spatial_shape, kernel_size, stride, padding, dilation, output_padding)
-
-
-def build_transposed_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
-                         output_padding):
-    """Generative transposed-conv map: ``(out_indices [M, 1+ndim], nbr [M, K], out_shape)``."""
-    out_shape = transposed_output_shape(spatial_shape, kernel_size, stride, padding, dilation, output_padding)
-    if any(s < 1 for s in out_shape):
-        raise ValueError(f"transposed conv: output spatial shape {out_shape} is empty for input {spatial_shape}")
-    if batch_size * math.prod(out_shape) >= 2 ** 62:
-        raise ValueError(f"transposed conv: grid {batch_size} x {out_shape} is too large for int64 keys")
-    dev = indices.device
-    offs = kernel_offsets(kernel_size, dev)                                    # [K, nd]
-    st, pd, dl = (torch.tensor(v, device=dev) for v in (stride, padding, dilation))
-    coords = indices[:, 1:].long()                                            # [N, nd]
-    cand = coords[None] * st - pd + offs[:, None] * dl                        # [K, N, nd]
-    valid = ((cand >= 0) & (cand < torch.tensor(out_shape, device=dev))).all(-1)  # [K, N]
-    out_rows = torch.cat([indices[:, :1].long()[None].expand(cand.shape[0], -1, 1), cand], dim=2)  # [K, N, 1+nd]
-    keys = _contract.pack_keys(out_rows, out_shape)
-    uniq = torch.unique(keys[valid])                                          # sorted
-    kk, ii = valid.nonzero(as_tuple=True)
-    rows = torch.searchsorted(uniq, keys[kk, ii])
-    nbr = torch.full((uniq.numel(), offs.shape[0]), -1, dtype=torch.int32, device=dev)
-    nbr[rows, kk] = ii.int()
-    return _contract.unpack_keys(uniq, out_shape), nbr, out_shape
+from .. import validation
 
 
 class CompatConvolution(SparseConvolution):
@@ -73,10 +34,7 @@ class CompatConvolution(SparseConvolution):
                  indice_key=None, fused_bn=False, mode="mmcv"):
         self._building = True
         super().__init__(ndim, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
-                         subm, output_padding, False, inverse, indice_key, fused_bn, mode)
-        if transposed and (subm or inverse):
-            raise ValueError("transposed: a transposed conv cannot also be submanifold or inverse")
-        self.transposed = transposed
+                         subm, output_padding, transposed, inverse, indice_key, fused_bn, mode)
         if self.weight_layout != "RSCK":
             shape = [out_channels, *self.kernel_size, in_channels // groups]
             self.weight = torch.nn.Parameter(torch.empty(shape))
@@ -98,9 +56,6 @@ class CompatConvolution(SparseConvolution):
             out = out.derive(out.features + add_input.features, out.indices, out.spatial_shape)
         return out
 
-    def _indice_data(self, x) -> IndiceData:
-        return self._transposed_data(x) if self.transposed else super()._indice_data(x)
-
     def _finish(self, x, features, out_indices, out_shape, add_input=None):
         """Bias, optional residual and output tensor, for the 1x1 paths that skip the map."""
         if self.bias is not None:
@@ -108,20 +63,6 @@ class CompatConvolution(SparseConvolution):
         if add_input is not None:
             features = features + add_input.features
         return x.derive(features, out_indices, out_shape)
-
-    def _transposed_data(self, x) -> IndiceData:
-        key = self.indice_key
-        if x.find_indice_pair(key) is not None:   # as in spconv: only submanifold maps are reused
-            raise ValueError(f"indice_key {key!r}: already used on this tensor; a transposed conv builds its own "
-                             f"map, give it a new key")
-        out_indices, nbr, out_shape = build_transposed_map(
-            x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.stride, self.padding, self.dilation,
-            self.output_padding)
-        # stored as a "conv" map so SparseInverseConv can return to this conv's input voxels
-        data = IndiceData("conv", x.indices, out_indices, nbr, x.spatial_shape, out_shape, *self._geometry())
-        if key is not None:
-            x.indice_dict[key] = data
-        return data
 
 
 class SparsePool(SparseModule):

@@ -113,6 +113,22 @@ def test_map_builders(trace):
     t = CUDA["transpose_map"](nbr, 100)
     assert t.device.type == "cuda" and t.shape == (100, 27)
     check(log, reads, ["transpose_map: entries in range, each (input row, offset) once"], [])
+    reads.clear()
+    log.ops.clear()
+    answers["build_conv_transpose_map: value checks and output count"] = [BIG, BIG, 41]
+    out, nbr = CUDA["build_conv_transpose_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 2], [2, 2, 1], [1, 0, 0],
+                                                [0, 1, 0], [1, 1, 2], [1, 0, 1])
+    assert out.device.type == "cuda" and out.shape == (41, 4) and nbr.shape == (41, 18)
+    check(log, reads, ["build_conv_transpose_map: value checks and output count"],
+          ["_unique_sorted_keys", "_sorted_key_lookup"])
+    reads.clear()
+    log.ops.clear()
+    answers["build_conv_map: value checks and output count"] = [BIG, BIG, 37]   # asymmetric pads
+    out, nbr = CUDA["build_conv_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1],
+                                      [0, 2, 1])
+    assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
+    check(log, reads, ["build_conv_map: value checks and output count"],
+          ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
 
 
 def test_packed_maps(trace):

@@ -74,7 +74,7 @@ class SparseConvolution(CompatConvolution):
         """The output grid of a 1x1 kernel (no padding: the constructor rejects it)."""
         one, zero = [1] * len(shape), [0] * len(shape)
         if self.transposed:
-            return _contract.transposed_output_extent(shape, one, self.stride, zero, one, self.output_padding)
+            return _contract.conv_transpose_output_extent(shape, one, self.stride, zero, zero, one, self.output_padding)
         return _contract.conv_output_extent(shape, one, self.stride, zero, one)
 
 

@@ -20,8 +20,8 @@ def get_deconv_output_size(input_size, kernel_size, stride, padding, dilation, o
     n = len(input_size)
     if any(k == -1 for k in kernel_size[:n]):
         raise ValueError("deconv don't support kernel_size < 0")
-    return _contract.transposed_output_extent(input_size, kernel_size[:n], stride[:n], padding[:n], [1] * n,
-                                              output_padding[:n])
+    return _contract.conv_transpose_output_extent(input_size, kernel_size[:n], stride[:n], padding[:n], padding[:n],
+                                                  [1] * n, output_padding[:n])
 
 
 def get_current_stream():
