@@ -37,19 +37,6 @@ def npu_env():
     return env
 
 
-def backbone_crop():
-    """A 41 x 64 x 64 window of a generated KITTI scene near the sensor (~1,500 voxels)."""
-    from mx_sparse import synthetic
-    b = synthetic.make_batch("kitti")
-    ind = b["indices"]
-    y0, x0 = 750, 20
-    keep = (ind[:, 2] >= y0) & (ind[:, 2] < y0 + 64) & (ind[:, 3] >= x0) & (ind[:, 3] < x0 + 64)
-    ind = ind[keep].clone()
-    ind[:, 2] -= y0
-    ind[:, 3] -= x0
-    return ind.contiguous(), [41, 64, 64]
-
-
 def backbone_step(indices, shape):
     """One training step of VoxelBackBone8x (12 sparse convs, fused BatchNorm+ReLU, packed maps):
     the output voxels, features, loss and every parameter's gradient."""
@@ -96,9 +83,10 @@ def assert_matches(result, reference):
             assert torch.equal(result[key], ref), key
 
 
-def test_training_steps_through_the_npu_path_match_the_cpu_backend(tmp_path):
+def test_training_steps_through_the_npu_path_match_the_cpu_backend(tmp_path, scenes):
     from cuda_cases import network_step   # noqa: E402
-    crop = backbone_crop()
+    indices, shape, _ = scenes["kitti_crop"]   # a 41 x 80 x 80 window of a generated KITTI scene (conftest.py)
+    crop = (indices, shape)
     torch.save(crop, tmp_path / "crop.pt")
     reference = {"network": network_step(), "backbone": backbone_step(*crop)}   # C++ CPU backend, this process
     script = (f"TESTS_ASCEND, CROP, RESULT, STATS = {str(Path(__file__).parent)!r}, {str(tmp_path / 'crop.pt')!r}, "
