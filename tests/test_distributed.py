@@ -23,9 +23,12 @@ ROOT = os.path.dirname(HERE)
 TIMEOUT = 300
 
 
-def run_processes(commands, env=None):
+def run_processes(commands, env=None, drop=(), drop_prefixes=()):
+    """Runs the commands at once with this environment plus ``env``, less the variables named in
+    ``drop`` or starting with one of ``drop_prefixes``; returns (returncode, stdout, stderr) each."""
+    base = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(tuple(drop_prefixes))}
     procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                              env={**os.environ, **(env or {})}) for c in commands]
+                              env={**base, **(env or {})}) for c in commands]
     outputs = []
     try:
         for p in procs:
@@ -135,7 +138,12 @@ def test_syncbatchnorm_runs_on_zero_voxels():
 def test_train_ddp_example_under_torchrun():
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            os.path.join(ROOT, "examples", "train_ddp.py"), "--steps", "2", "--scenes", "1", "--crop", "256"]
-    [(code, out, err)] = run_processes([cmd], env={"OMP_NUM_THREADS": "1"})
+    # the example on CPU tensors, without the switches this test session sets for other tests:
+    # with TRITON_INTERPRET=1 (tests/conftest.py) or inductor's variables inherited, rank 0 printed
+    # its result and then did not exit in the whole-suite run (cause not found; see the note of
+    # this round), and the test waited for its timeout
+    [(code, out, err)] = run_processes([cmd], env={"OMP_NUM_THREADS": "1"}, drop=("TRITON_INTERPRET",),
+                                       drop_prefixes=("TORCHINDUCTOR", "_TORCHINDUCTOR"))
     assert code == 0, err[-3000:]
     line = out.strip().splitlines()[-1]
     assert line.startswith("done: 2 steps x 2 processes (gloo, cpu)"), out[-2000:]
