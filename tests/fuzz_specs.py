@@ -169,6 +169,17 @@ def ref_build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation
     return out
 
 
+def map_of_contributions(contributions, kernel, ndim):
+    """(out_indices in canonical order, nbr) from {output voxel: {offset k: input row}}."""
+    outs = sorted(contributions)
+    out_indices = torch.tensor(outs, dtype=torch.int32).reshape(len(outs), 1 + ndim)
+    nbr = torch.full((len(outs), math.prod(kernel)), -1, dtype=torch.int32)
+    for m, o in enumerate(outs):
+        for k, i in contributions[o].items():
+            nbr[m, k] = i
+    return out_indices, nbr
+
+
 # ---------------------------------------------------------------- build_conv_map
 
 def valid_build_conv_map(data):
@@ -219,13 +230,7 @@ def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, 
                 o.append(num // t)
             else:
                 contributions.setdefault((r[0], *o), {})[k] = i
-    outs = sorted(contributions)
-    out_indices = torch.tensor(outs, dtype=torch.int32).reshape(len(outs), 1 + ndim)
-    nbr = torch.full((len(outs), math.prod(kernel)), -1, dtype=torch.int32)
-    for m, o in enumerate(outs):
-        for k, i in contributions[o].items():
-            nbr[m, k] = i
-    return out_indices, nbr
+    return map_of_contributions(contributions, kernel, ndim)
 
 
 # ---------------------------------------------------------------- build_conv_transpose_map
@@ -272,13 +277,7 @@ def ref_build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size
             o = [c * t - b + p * d for c, p, t, b, d in zip(r[1:], kp, st_, pb, dil)]
             if all(0 <= x < n for x, n in zip(o, out_shape)):
                 contributions.setdefault((r[0], *o), {})[k] = i
-    outs = sorted(contributions)
-    out_indices = torch.tensor(outs, dtype=torch.int32).reshape(len(outs), 1 + ndim)
-    nbr = torch.full((len(outs), math.prod(kernel)), -1, dtype=torch.int32)
-    for m, o in enumerate(outs):
-        for k, i in contributions[o].items():
-            nbr[m, k] = i
-    return out_indices, nbr
+    return map_of_contributions(contributions, kernel, ndim)
 
 
 # ---------------------------------------------------------------- transpose_map
