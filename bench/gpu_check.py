@@ -15,8 +15,10 @@ A JSON record of everything goes to --out.
 Without a CUDA GPU it exits with status 2 and says so, before installing or running anything.
 """
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -102,10 +104,21 @@ def _libraries(args):
     return found
 
 
-def _time_steps(step, warmup, steps):
+def _progress(what, started):
+    """One line per stage as it ends (a slow stage on a GPU, e.g. kernel compilation, shows where)."""
+    print(f"gpu_check: {what} ({time.perf_counter() - started:.1f} s)", flush=True)
+
+
+def _time_steps(step, warmup, steps, name="mx_sparse"):
+    """Median milliseconds of ``steps`` steps after ``warmup`` untimed ones; the first step (kernel
+    compilation, autotuning, map building) is timed apart and reported."""
     import torch
-    for _ in range(warmup):
+    started = time.perf_counter()
+    for i in range(warmup):
         step()
+        if i == 0:
+            torch.cuda.synchronize()
+            _progress(f"{name}: first step", started)
     torch.cuda.synchronize()
     times = []
     for _ in range(steps):
@@ -115,6 +128,7 @@ def _time_steps(step, warmup, steps):
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
+    _progress(f"{name}: {warmup} + {steps} steps, median {statistics.median(times):.2f} ms", started)
     return statistics.median(times)
 
 
@@ -211,10 +225,11 @@ def benchmark(scene, args, libraries):
     record = {"scene": scene, "voxels": int(inds.shape[0]), "dtype": args.dtype}
     step = _train_step(net, mx_input)
     record["mx_sparse_ms"] = _time_steps(step, args.warmup, args.steps)
+    started = time.perf_counter()
     layers = _layer_times(net, mx_input)
+    _progress("mx_sparse: per-layer forward times", started)
     record["layers"] = {n: {"forward_ms": t, "useful_gmac": m / 1e9, "tflops": 2 * m / (t * 1e-3) / 1e12 if t else 0}
                         for n, (t, m) in layers.items()}
-    record["cuda_graph"], record["cuda_graph_error"] = _capturable(step)
     for name, sp in libraries.items():
         try:
             theirs = _spconv_net(sp, work)
@@ -223,11 +238,15 @@ def benchmark(scene, args, libraries):
             theirs = theirs.cuda().to(dtype).train()
             their_step = _train_step(theirs, lambda: sp.SparseConvTensor(feats, inds, data["spatial_shape"],
                                                                          data["batch_size"]))
-            ms = _time_steps(their_step, args.warmup, args.steps)
+            ms = _time_steps(their_step, args.warmup, args.steps, name)
             record[f"{name}_ms"] = ms
             record[f"mx_sparse_over_{name}"] = record["mx_sparse_ms"] / ms
         except Exception as e:
             record[f"{name}_error"] = f"{type(e).__name__}: {e}"
+    # Last: a refused capture can leave the CUDA context unusable for what would follow.
+    started = time.perf_counter()
+    record["cuda_graph"], record["cuda_graph_error"] = _capturable(step)
+    _progress(f"mx_sparse: CUDA graph capture {'ok' if record['cuda_graph'] else 'refused'}", started)
     return record
 
 
@@ -249,6 +268,8 @@ def report(record):
 
 def main(argv=None):
     args = parse_args(argv)
+    # `timeout -s USR1 ...` (or kill -USR1) prints where a run that seems stuck is, and it goes on.
+    faulthandler.register(signal.SIGUSR1)
     device = require_gpu()
     result = {"device": device, "installed": install(args), "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     result["pytest_cuda_rc"] = None if args.skip_tests else run_cuda_tests()
