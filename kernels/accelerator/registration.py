@@ -69,10 +69,10 @@ def _cuda_primitives() -> dict:
 
 def _voxelize_cuda_path():
     """Voxelization's CUDA and NPU implementation is C++ with torch's operators (registered under CUDA
-    and PrivateUse1 by kernels/ops/voxelize_generic.cpp); for CPU tensors it is reached through the
-    extension's entry points to the same code."""
-    from .. import _C
-    return {"voxelize_hard": _C.voxelize_hard_generic, "voxelize_dynamic": _C.voxelize_dynamic_generic}
+    and PrivateUse1 by kernels/ops/voxelize_generic.cpp); for CPU tensors the CUDA key's kernel is
+    called directly (redispatch, mx_sparse._ops.kernel_for_key)."""
+    from .._ops import kernel_for_key   # defined before _ops registers this package
+    return {name: kernel_for_key(name, "CUDA") for name in ("voxelize_hard", "voxelize_dynamic")}
 
 
 def _npu_emulator_primitives() -> dict:
