@@ -1,4 +1,7 @@
-"""Loads the compiled operators and registers their fake (meta) kernels.
+"""The op registration of mx_sparse's Python side: loads the compiled operators (``_C``, and the
+NPU binding where built), registers their fake (meta) kernels and the accelerator orchestration,
+and answers which kernels the dispatcher holds (``has_kernel``, ``kernel_for_key``). ``ops`` is
+``torch.ops.mx_sparse``, the dispatcher's namespace of the ops.
 
 The op schema, the CPU kernels and autograd live in C++ (kernels/); importing
 ``mx_sparse._C`` registers them as ``torch.ops.mx_sparse.*``. The accelerator

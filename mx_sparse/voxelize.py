@@ -18,7 +18,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 import torch
 
 from . import _contract
-from ._ops import ops
+from ._op_registration import ops
 
 PointsLike = Union[torch.Tensor, Sequence[torch.Tensor]]
 

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mx_sparse import functional as MF
 from mx_sparse._accelerator import sparse_pool as torch_ops_pool
-from mx_sparse._ops import ops
+from mx_sparse._op_registration import ops
 
 from dense_reference import densify, sample
 from helpers import random_features, random_voxels
