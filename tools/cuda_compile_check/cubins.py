@@ -122,7 +122,8 @@ def compile_one(kernels, kernel, signature, constexprs, options, arch):
 
 def compile_all():
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise RuntimeError("tools/cuda_compile_check/cubins.py: run without TRITON_INTERPRET (the interpreter cannot compile)")
+        raise RuntimeError("tools/cuda_compile_check/cubins.py: run without TRITON_INTERPRET "
+                           "(the interpreter cannot compile)")
     from triton import knobs
     knobs.nvidia.dump_ptxas_log = True  # ptxas -v output, captured per compile
     with tempfile.TemporaryDirectory() as cache:
