@@ -76,7 +76,7 @@ def npu_extension():
     (ASCEND_HOME_PATH) are present, after the AscendC op package (kernels/ascend/build.sh) is
     installed into the package. Nothing is linked against the op package: torch_npu's EXEC_NPU_CMD
     resolves the aclnn entry points at run time from the custom-op path, which mx_sparse sets when
-    imported (mx_sparse/ascend_build_info.py). Loaded by mx_sparse/_ops.py after torch_npu. Never
+    imported (mx_sparse/ascend_build_info.py). Loaded by mx_sparse/_op_registration.py after torch_npu. Never
     exercised on this project's machines (no torch_npu, no CANN); the binding source is
     syntax-checked in CI."""
     try:

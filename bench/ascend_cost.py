@@ -4,7 +4,7 @@
     .venv/bin/python -m bench.ascend_cost --soc Ascend910B4 --json out.json
     .venv/bin/python -m bench.ascend_cost --stats FILE    # only tabulate an ASCEND_SIM_STATS file
 
-Every kernel is launched in the emulator (kernels/ascend/sim) with ASCEND_SIM_STATS; for each
+Every kernel is launched in the emulator (tools/ascend_emulator) with ASCEND_SIM_STATS; for each
 launch the per-core counters (GM<->UB bytes and DMA calls, vector 256-byte repeats and
 elements, Cube FLOPs, scalar GetValue/SetValue on UB and GM, basic blocks executed by the kernel's
 own code) are turned into a MODELLED Atlas A2 time. THIS IS A MODEL, NOT A MEASUREMENT: no kernel

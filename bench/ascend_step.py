@@ -9,7 +9,7 @@ gradient and weight gradient, exactly the calls mx_sparse's autograd makes:
   map is its own transpose with the columns reversed); weight gradient gather_mm_backprop_filter.
   The first layer's input gradient is not computed (the voxel features do not require grad).
 
-Our kernels run in the CPU emulator (kernels/ascend/sim) with ASCEND_SIM_STATS; every launch's
+Our kernels run in the CPU emulator (tools/ascend_emulator) with ASCEND_SIM_STATS; every launch's
 counters go through the cost model of bench/ascend_cost.py. Steps between kernels that are torch ops
 on the NPU (sorts, permutations, the map transpose) are modelled from the bytes they move
 (TORCH_OPS, labelled assumptions). The same step is modelled for the algorithm of mx_driving's

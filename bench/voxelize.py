@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 import mx_sparse
-from mx_sparse import _C
+from mx_sparse._op_registration import kernel_for_key
 from mx_sparse.synthetic import PRESETS, generate_points
 
 from .__main__ import cpu_snapshot, other_load
@@ -60,7 +60,7 @@ def configurations(points: np.ndarray, preset: str, max_points: int, max_voxels:
         return v.voxels.numpy(), v.coordinates[:, 1:].numpy(), v.num_points.numpy()
 
     def generic():
-        v, c, n, _ = _C.voxelize_hard_generic(pts_t, None, vs, pcr, max_points, max_voxels)
+        v, c, n, _ = kernel_for_key("voxelize_hard", "CUDA")(pts_t, None, vs, pcr, max_points, max_voxels)
         return v.numpy(), c[:, 1:].numpy(), n.numpy()
 
     def as_spconv():

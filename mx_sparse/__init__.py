@@ -2,8 +2,8 @@
 CUDA and CPU. The device of the tensors picks the backend through the PyTorch
 dispatcher."""
 from .ascend_build_info import point_runtime_at_vendor_tree as _point_at_ops
-_point_at_ops()  # the installed AscendC op package on ASCEND_CUSTOM_OPP_PATH, before _ops imports torch_npu
-from . import _ops  # noqa: F401  (loads the compiled ops first)
+_point_at_ops()  # the installed AscendC op package on ASCEND_CUSTOM_OPP_PATH, before _op_registration imports torch_npu
+from . import _op_registration  # noqa: F401  (loads the compiled ops first)
 from . import cpu_memory, functional
 from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,
                    SparseConvTranspose1d, SparseConvTranspose2d, SparseConvTranspose3d, SparseConvTranspose4d,

@@ -120,6 +120,29 @@ def backprop_filter_shapes(features, grad, nbr, nbr_t, groups) -> Tuple[int, int
     return _cc.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
 
 
+def voxel_grid_extent(voxel_size: Sequence[float], point_cloud_range: Sequence[float]) -> List[int]:
+    """Cells per point axis (x, y, z, ...) of the voxelization grid (make_voxel_grid,
+    voxelize_args.h), the arguments checked like the voxelization ops check them."""
+    return list(_cc.voxel_grid_extent([float(v) for v in voxel_size], [float(v) for v in point_cloud_range]))
+
+
+def pool_offset_dtype(kvol: int) -> torch.dtype:
+    """The dtype of sparse_max_pool's argmax (kernel offsets and -1) for a map of kvol offsets."""
+    return _cc.pool_offset_dtype(kvol)
+
+
+def pool_operands(features: torch.Tensor, nbr: torch.Tensor) -> None:
+    """sparse_max_pool / sparse_avg_pool arguments (check_pool_args, pool_args.h): metadata only."""
+    _cc.pool_operands(features, nbr)
+
+
+def pool_backward_operands(grad: torch.Tensor, argmax: Optional[torch.Tensor], nbr: torch.Tensor,
+                           num_rows: int) -> None:
+    """sparse_max_pool_backward (``argmax`` given) / sparse_avg_pool_backward (``argmax=None``)
+    arguments (check_pool_backward_args, pool_args.h): metadata only."""
+    _cc.pool_backward_operands(grad, argmax, nbr, num_rows)
+
+
 @_constant_under_compile
 def key_deltas(kernel_size, dilation, grid_shape, centered: bool) -> List[int]:
     """Key difference of every kernel offset k (row-major over kernel_size) on a row-major grid

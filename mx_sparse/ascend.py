@@ -2,14 +2,14 @@
 
 The five AscendC kernels (SubmMap, ConvOutKeys, UniqueSortedKeys, GatherMm, GatherMmBackpropFilter)
 are compiled from their sources in ``kernels/ascend`` against the AscendC emulator
-(``kernels/ascend/sim``, Atlas A2 rules, strict mode) into one shared library,
+(``tools/ascend_emulator``, Atlas A2 rules, strict mode) into one shared library,
 ``tools/ascend_emulator/emulator_entry.cpp`` being its C entry: one function per accelerator
 primitive, each doing what the NPU binding's aclnn call does (limits check, the op's host tiling,
 workspace, launch). Under ``MXS_NPU_ON_CPU=1`` the device-neutral orchestration serves
 ``torch.ops.mx_sparse.*`` on CPU tensors with these primitives, i.e. through the code that ships
 for the NPU.
 
-The library is built on first use with ``kernels/ascend/sim/cpu_debug_build.sh --shared`` and
+The library is built on first use with ``tools/ascend_emulator/cpu_debug_build.sh --shared`` and
 cached in ``build/ascend_emulator/<hash of sources, flags and compiler>/`` of the source checkout
 (rebuilt only when a source changes). It therefore needs a source checkout (or editable install)
 and a C++ compiler; an installed wheel has neither the kernel sources nor the emulator.
@@ -34,9 +34,9 @@ KERNELS = ("SubmMap", "ConvOutKeys", "UniqueSortedKeys", "GatherMm", "GatherMmBa
 
 _ROOT = Path(__file__).resolve().parent.parent
 _ASCEND = _ROOT / "kernels" / "ascend"
-_SIM = _ASCEND / "sim"
-_BUILD_SCRIPT = _SIM / "cpu_debug_build.sh"
-_ENTRY = _ROOT / "tools" / "ascend_emulator" / "emulator_entry.cpp"
+_EMULATOR = _ROOT / "tools" / "ascend_emulator"   # a verification tool: not in the wheel
+_BUILD_SCRIPT = _EMULATOR / "cpu_debug_build.sh"
+_ENTRY = _EMULATOR / "emulator_entry.cpp"
 _OPS = ("subm_map", "conv_out_keys", "unique_sorted_keys", "gather_mm", "gather_mm_backprop_filter")
 _LIB_NAME = "libmxs_ascend_emulator.so"
 # flags after the build script's own (-std=c++17 -O1 -g -pthread -fPIC): the op folders' includes
@@ -64,7 +64,7 @@ def _hashed_files() -> List[Path]:
     """Everything the library is built from: emulator sources and headers, the build script, the
     kernels' and host tilings' sources and headers, the entry."""
     files = {_BUILD_SCRIPT, _ENTRY}
-    for folder in [_SIM / "src", _SIM / "include", _ASCEND / "common"] + [_ASCEND / op for op in _OPS]:
+    for folder in [_EMULATOR / "src", _EMULATOR / "include", _ASCEND / "common"] + [_ASCEND / op for op in _OPS]:
         files.update(p for p in folder.rglob("*") if p.suffix in (".h", ".cpp") and p.is_file())
     return sorted(files)
 

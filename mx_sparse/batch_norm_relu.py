@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ._ops import has_kernel, ops
+from ._op_registration import has_kernel, ops
 from .compile_support import is_compiling
 
 # How to recompute each fused output, keyed by the output tensor (weakly, by identity: an

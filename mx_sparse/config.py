@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, TextIO
 import torch
 
 from . import _C
-from ._ops import has_kernel
+from ._op_registration import has_kernel
 from .version import __version__
 
 # Environment variables mx_sparse reads, with what setting them does. The on/off switches

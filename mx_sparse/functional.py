@@ -8,7 +8,7 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from ._ops import ops
+from ._op_registration import ops
 
 
 def build_subm_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,

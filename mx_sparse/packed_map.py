@@ -22,7 +22,7 @@ from typing import Optional
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ._ops import has_kernel, ops
+from ._op_registration import has_kernel, ops
 from .compile_support import is_compiling
 
 # The HeldMap of each dense map it hands out, keyed by the tensor (weakly, by identity), held

@@ -17,8 +17,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import torch
 
-from . import _C
-from ._ops import ops
+from . import _contract
+from ._op_registration import ops
 
 PointsLike = Union[torch.Tensor, Sequence[torch.Tensor]]
 
@@ -75,7 +75,7 @@ class Voxels(NamedTuple):
 def grid_size(voxel_size: Sequence[float], point_cloud_range: Sequence[float]) -> List[int]:
     """Cells per point axis ``[x, y, z, ...]``: round((max - min) / size) in float32, as
     spconv and mmcv compute it. Raises ``ValueError`` for arguments the ops reject."""
-    return list(_C.voxel_grid_extent([float(v) for v in voxel_size], [float(v) for v in point_cloud_range]))
+    return _contract.voxel_grid_extent(voxel_size, point_cloud_range)
 
 
 def _batched(points: PointsLike, batch: Optional[torch.Tensor]):

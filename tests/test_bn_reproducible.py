@@ -18,7 +18,7 @@ import pytest
 
 REPEAT_BN = r"""
 import json, sys, torch
-from mx_sparse._ops import ops
+from mx_sparse._op_registration import ops
 reps = int(sys.argv[1])
 torch.manual_seed(0)
 out = {}

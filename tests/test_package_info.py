@@ -34,7 +34,7 @@ def test_python_m_mx_sparse_reports_this_build(monkeypatch):
     assert c["kernels"]["CPU"] == c["ops"] and {"voxelize_hard", "voxelize_dynamic", "gather_mm"} <= set(c["ops"])
     cuda = next(line for line in text.splitlines() if line.strip().startswith("CUDA"))
     assert ("triton not installed" in cuda) == (c["triton"] is None)
-    assert ("gather_mm" in cuda or "all " in cuda) == mx_sparse._ops.has_kernel("cuda")
+    assert ("gather_mm" in cuda or "all " in cuda) == mx_sparse._op_registration.has_kernel("cuda")
     npu = next(line for line in text.splitlines() if line.strip().startswith("NPU"))
     assert ("torch_npu not installed" in npu) == (c["torch_npu"] is None)
     assert "MXS_CPU_POOL_KEEP_MB=64" in text and "MXS_CPU_PORTABLE=(unset)" in text

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mx_sparse import functional as MF
 from mx_sparse._accelerator import sparse_pool as torch_ops_pool
-from mx_sparse._ops import ops
+from mx_sparse._op_registration import ops
 
 from dense_reference import densify, sample
 from helpers import random_features, random_voxels
@@ -88,6 +88,30 @@ def test_bad_maps_rejected_with_the_argument_named():
         ops.sparse_avg_pool(f, torch.tensor([[0, 1]]))
     with pytest.raises(ValueError, match="features: expected a floating-point"):
         ops.sparse_max_pool(torch.ones(3, 2, dtype=torch.int32), torch.tensor([[0]], dtype=torch.int32))
+
+
+def _message(fn, *args):
+    with pytest.raises(ValueError) as info:
+        fn(*args)
+    return str(info.value).split("\n")[0]
+
+
+def test_bad_arguments_give_the_same_message_on_the_cpu_kernels_and_the_accelerator_code():
+    """One set of checks (kernels/ops/pool_args.h): the CPU kernels and the torch-operator version
+    (through mx_sparse._contract) reject the same input with the same message."""
+    f, nbr, g = torch.randn(3, 2), torch.tensor([[0, 1], [2, -1]], dtype=torch.int32), torch.randn(2, 2)
+    argmax = torch.zeros(2, 2, dtype=torch.int8)
+    forward = [(f[0], nbr), (f.int(), nbr), (f, nbr.long()), (f, nbr[0])]
+    max_backward = [(g[0], argmax, nbr, 3), (g, argmax[:1], nbr, 3), (g[:1], argmax[:1], nbr, 3),
+                    (g, argmax.short(), nbr, 3), (g, argmax, nbr, -1), (g, argmax, nbr, 2**31 - 1)]
+    avg_backward = [(g.int(), nbr, 3), (g[:1], nbr, 3), (g, nbr, -1), (g, nbr.long(), 3)]
+    cases = [(name, args) for name in ("sparse_max_pool", "sparse_avg_pool") for args in forward]
+    cases += [("sparse_max_pool_backward", args) for args in max_backward]
+    cases += [("sparse_avg_pool_backward", args) for args in avg_backward]
+    for name, args in cases:
+        cpu = _message(getattr(ops, name), *args)
+        assert cpu == _message(getattr(torch_ops_pool, name), *args), (name, cpu)
+        assert cpu.split(":")[0] in ("features", "grad", "nbr", "argmax", "num_rows"), cpu
 
 
 def test_backward_bitwise_across_thread_counts():

@@ -8,21 +8,22 @@ import torch
 
 import mx_sparse
 import voxel_reference as ref
-from mx_sparse import _C
-from mx_sparse._ops import ops
+from mx_sparse._op_registration import kernel_for_key, ops
 
 VS, PCR = [0.2, 0.2, 0.4], [-8.0, -8.0, -2.0, 8.0, 8.0, 2.0]
 
 
 def run(impl, points, batch, vs, pcr, max_points=None, max_voxels=None):
-    """(voxels or None, coords, num_points, point_voxel) from the CPU op or the generic code."""
+    """(voxels or None, coords, num_points, point_voxel) from the CPU op or the generic code (the
+    op's CUDA kernel, which PrivateUse1 shares, called on CPU tensors)."""
     if impl == "cpu":
         if max_points is None:
             return (None,) + tuple(ops.voxelize_dynamic(points, batch, vs, pcr))
         return tuple(ops.voxelize_hard(points, batch, vs, pcr, max_points, -1 if max_voxels is None else max_voxels))
     if max_points is None:
-        return (None,) + tuple(_C.voxelize_dynamic_generic(points, batch, vs, pcr))
-    return tuple(_C.voxelize_hard_generic(points, batch, vs, pcr, max_points, -1 if max_voxels is None else max_voxels))
+        return (None,) + tuple(kernel_for_key("voxelize_dynamic", "CUDA")(points, batch, vs, pcr))
+    return tuple(kernel_for_key("voxelize_hard", "CUDA")(points, batch, vs, pcr, max_points,
+                                                   -1 if max_voxels is None else max_voxels))
 
 
 def assert_same(got, expected, dtype=None):

@@ -11,27 +11,7 @@ as torch's own index_add_ is not).
 """
 import torch
 
-
-INT32_MAX = 2**31 - 1
-
-
-def _check(features, nbr, name="features"):
-    """The CPU kernels' argument checks (kernels/cpu/sparse_pool_cpu.cpp), same names."""
-    if features.dim() != 2 or not features.is_floating_point():
-        raise ValueError(f"{name}: expected a floating-point [N, C] tensor, got {features.dtype} with "
-                         f"{features.dim()} dimensions")
-    if nbr.dim() != 2 or nbr.dtype != torch.int32:
-        raise ValueError(f"nbr: expected an int32 [M, K] map, got {nbr.dtype} with {nbr.dim()} dimensions")
-    if nbr.device != features.device:
-        raise ValueError(f"nbr: expected a tensor on {features.device} (the device of {name}), got {nbr.device}")
-
-
-def _check_backward(grad, nbr, num_rows):
-    _check(grad, nbr, "grad")
-    if nbr.shape[0] != grad.shape[0]:
-        raise ValueError(f"nbr: expected one row per grad row ({grad.shape[0]}), got {nbr.shape[0]}")
-    if not 0 <= num_rows < INT32_MAX:
-        raise ValueError(f"num_rows: expected 0 <= num_rows < 2^31 - 1 (the rows an int32 map can name), got {num_rows}")
+from . import op_args   # the argument checks of the CPU kernels (kernels/ops/pool_args.h)
 
 
 def _assert_entries(t, lo, hi, name):
@@ -46,17 +26,12 @@ def _opmath(dtype):
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def _offset_dtype(kvol):
-    """argmax holds kernel offsets: the narrowest of int8, int16, int32 (as on the CPU)."""
-    return torch.int8 if kvol <= 127 else torch.int16 if kvol <= 32767 else torch.int32
-
-
 def sparse_max_pool(features, nbr):
-    _check(features, nbr)
+    op_args.pool_operands(features, nbr)
     _assert_entries(nbr, -1, features.shape[0], "nbr")
     m, c = nbr.shape[0], features.shape[1]
     out = features.new_zeros((m, c))
-    argmax = torch.full((m, c), -1, dtype=_offset_dtype(nbr.shape[1]), device=features.device)
+    argmax = torch.full((m, c), -1, dtype=op_args.pool_offset_dtype(nbr.shape[1]), device=features.device)
     if features.shape[0] == 0:   # no inputs: every window is empty (every entry is -1)
         return out, argmax
     for j in range(nbr.shape[1]):
@@ -71,12 +46,7 @@ def sparse_max_pool(features, nbr):
 
 
 def sparse_max_pool_backward(grad, argmax, nbr, num_rows):
-    _check_backward(grad, nbr, num_rows)
-    if argmax.shape != grad.shape:
-        raise ValueError(f"argmax: expected the shape of grad {list(grad.shape)}, got {list(argmax.shape)}")
-    if argmax.dtype != _offset_dtype(nbr.shape[1]):
-        raise ValueError(f"argmax: expected {_offset_dtype(nbr.shape[1])} kernel offsets for a map of "
-                         f"{nbr.shape[1]} offsets, got {argmax.dtype}")
+    op_args.pool_backward_operands(grad, argmax, nbr, num_rows)
     _assert_entries(nbr, -1, num_rows, "nbr")
     _assert_entries(argmax, -1, nbr.shape[1], "argmax")
     c = grad.shape[1]
@@ -90,7 +60,7 @@ def sparse_max_pool_backward(grad, argmax, nbr, num_rows):
 
 
 def sparse_avg_pool(features, nbr):
-    _check(features, nbr)
+    op_args.pool_operands(features, nbr)
     _assert_entries(nbr, -1, features.shape[0], "nbr")
     m, c = nbr.shape[0], features.shape[1]
     acc = torch.zeros((m, c), dtype=_opmath(features.dtype), device=features.device)
@@ -103,7 +73,7 @@ def sparse_avg_pool(features, nbr):
 
 
 def sparse_avg_pool_backward(grad, nbr, num_rows):
-    _check_backward(grad, nbr, num_rows)
+    op_args.pool_backward_operands(grad, None, nbr, num_rows)
     _assert_entries(nbr, -1, num_rows, "nbr")
     count = (nbr >= 0).sum(1, keepdim=True).clamp(min=1)
     share = grad.to(_opmath(grad.dtype)) / count.to(_opmath(grad.dtype))

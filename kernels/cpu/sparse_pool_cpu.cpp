@@ -27,21 +27,11 @@
 #include <cmath>
 #include <vector>
 
+#include "../ops/pool_args.h"
 #include "large_tensor_pool.h"
 
 namespace mxs {
 namespace {
-
-void check_pool_features(const at::Tensor& x, const char* name) {
-  TORCH_CHECK_VALUE(x.dim() == 2, name, ": expected a [N, C] tensor, got ", x.dim(), " dimensions");
-  TORCH_CHECK_VALUE(at::isFloatingType(x.scalar_type()), name, ": expected a floating-point dtype, got ",
-                    x.scalar_type());
-}
-
-void check_pool_map(const at::Tensor& nbr, const char* name) {
-  TORCH_CHECK_VALUE(nbr.dim() == 2 && nbr.scalar_type() == at::kInt, name, ": expected an int32 [M, K] map, got ",
-                    nbr.scalar_type(), " with ", nbr.dim(), " dimensions");
-}
 
 // Every entry of the map is -1 or an input row: checked before any row is read.
 void check_rows_in_range(const at::Tensor& rows, int64_t num_rows, const char* name) {
@@ -51,10 +41,7 @@ void check_rows_in_range(const at::Tensor& rows, int64_t num_rows, const char* n
                     lo, ", ", hi, "]");
 }
 
-// The narrowest integer type that holds every kernel offset k < K and -1.
-at::ScalarType offset_dtype(int64_t k) { return k <= 127 ? at::kChar : k <= 32767 ? at::kShort : at::kInt; }
-
-// Calls f(I{}) with I the C++ type of offset_dtype.
+// Calls f(I{}) with I the C++ type of pool_offset_dtype (pool_args.h).
 template <typename F>
 void dispatch_offset(at::ScalarType t, F f) {
   if (t == at::kChar) return f(int8_t{});
@@ -97,13 +84,12 @@ void max_pool_rows(const scalar_t* x, const int32_t* nbr, int64_t m0, int64_t m1
 }
 
 std::tuple<at::Tensor, at::Tensor> sparse_max_pool_cpu(const at::Tensor& features, const at::Tensor& nbr_in) {
-  check_pool_features(features, "features");
-  check_pool_map(nbr_in, "nbr");
+  check_pool_args(features, nbr_in);
   const at::Tensor x = features.contiguous(), nbr = nbr_in.contiguous();
   check_rows_in_range(nbr, x.size(0), "nbr");
   const int64_t m = nbr.size(0), k = nbr.size(1), c = x.size(1);
   at::Tensor out = empty_cpu({m, c}, x.options());
-  at::Tensor argmax = empty_cpu({m, c}, x.options().dtype(offset_dtype(k)));
+  at::Tensor argmax = empty_cpu({m, c}, x.options().dtype(pool_offset_dtype(k)));
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "sparse_max_pool", [&] {
     dispatch_offset(argmax.scalar_type(), [&](auto offset) {
       using I = decltype(offset);
@@ -119,17 +105,7 @@ std::tuple<at::Tensor, at::Tensor> sparse_max_pool_cpu(const at::Tensor& feature
 
 at::Tensor sparse_max_pool_backward_cpu(const at::Tensor& grad_in, const at::Tensor& argmax_in,
                                         const at::Tensor& nbr_in, int64_t num_rows) {
-  check_pool_features(grad_in, "grad");
-  check_pool_map(nbr_in, "nbr");
-  TORCH_CHECK_VALUE(argmax_in.sizes() == grad_in.sizes(), "argmax: expected the shape of grad ", grad_in.sizes(),
-                    ", got ", argmax_in.sizes());
-  TORCH_CHECK_VALUE(nbr_in.size(0) == grad_in.size(0), "nbr: expected one row per grad row (", grad_in.size(0),
-                    "), got ", nbr_in.size(0));
-  TORCH_CHECK_VALUE(argmax_in.scalar_type() == offset_dtype(nbr_in.size(1)), "argmax: expected ",
-                    offset_dtype(nbr_in.size(1)), " kernel offsets for a map of ", nbr_in.size(1), " offsets, got ",
-                    argmax_in.scalar_type());
-  TORCH_CHECK_VALUE(num_rows >= 0 && num_rows < INT32_MAX, "num_rows: expected 0 <= num_rows < 2^31 - 1 (the rows "
-                    "an int32 map can name), got ", num_rows);
+  check_pool_backward_args(grad_in, &argmax_in, nbr_in, num_rows);
   const at::Tensor g = grad_in.contiguous(), argmax = argmax_in.contiguous(), nbr = nbr_in.contiguous();
   check_rows_in_range(nbr, num_rows, "nbr");
   check_rows_in_range(argmax, nbr.size(1), "argmax");
@@ -161,8 +137,7 @@ at::Tensor sparse_max_pool_backward_cpu(const at::Tensor& grad_in, const at::Ten
 }
 
 at::Tensor sparse_avg_pool_cpu(const at::Tensor& features, const at::Tensor& nbr_in) {
-  check_pool_features(features, "features");
-  check_pool_map(nbr_in, "nbr");
+  check_pool_args(features, nbr_in);
   const at::Tensor x = features.contiguous(), nbr = nbr_in.contiguous();
   check_rows_in_range(nbr, x.size(0), "nbr");
   const int64_t m = nbr.size(0), k = nbr.size(1), c = x.size(1);
@@ -193,12 +168,7 @@ at::Tensor sparse_avg_pool_cpu(const at::Tensor& features, const at::Tensor& nbr
 }
 
 at::Tensor sparse_avg_pool_backward_cpu(const at::Tensor& grad_in, const at::Tensor& nbr_in, int64_t num_rows) {
-  check_pool_features(grad_in, "grad");
-  check_pool_map(nbr_in, "nbr");
-  TORCH_CHECK_VALUE(nbr_in.size(0) == grad_in.size(0), "nbr: expected one row per grad row (", grad_in.size(0),
-                    "), got ", nbr_in.size(0));
-  TORCH_CHECK_VALUE(num_rows >= 0 && num_rows < INT32_MAX, "num_rows: expected 0 <= num_rows < 2^31 - 1 (the rows "
-                    "an int32 map can name), got ", num_rows);
+  check_pool_backward_args(grad_in, nullptr, nbr_in, num_rows);
   const at::Tensor g = grad_in.contiguous(), nbr = nbr_in.contiguous();
   check_rows_in_range(nbr, num_rows, "nbr");
   const int64_t m = g.size(0), k = nbr.size(1), c = g.size(1);

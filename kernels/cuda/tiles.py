@@ -6,7 +6,7 @@ tiles fix every summation order, so results repeat bit for bit run to run on a g
 
 Every configuration the choosers below can return is listed in ``GATHER_TILES`` /
 ``FILTER_TILES``: the tests run each one under Triton's interpreter and compile each one to
-sm_80 and sm_90 cubins (``mx_sparse._cuda.cubins``), checking registers, spills and shared
+sm_80 and sm_90 cubins (``tools/cuda_compile_check/cubins.py``), checking registers, spills and shared
 memory. A chooser that returned anything else fails the tests.
 """
 from dataclasses import dataclass

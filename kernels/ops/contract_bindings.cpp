@@ -1,4 +1,5 @@
-// mx_sparse._C.contract: the checks and rules of op_args.h, key_packing.h and index_errors.h
+// mx_sparse._C.contract: the checks and rules of op_args.h, pool_args.h, voxelize_args.h,
+// key_packing.h and index_errors.h
 // (and through them kernels/common) as Python functions, so that the Python layer, the compat
 // surfaces and the accelerator launch code apply the same contract with the same messages as
 // the C++ kernels instead of a copy (mx_sparse/_contract.py is their Python face). Every error
@@ -13,6 +14,8 @@
 #include "key_packing.h"
 #include "module_parts.h"
 #include "op_args.h"
+#include "pool_args.h"
+#include "voxelize_args.h"
 
 namespace mxs {
 namespace {
@@ -120,6 +123,16 @@ void register_contract_functions(pybind11::module_& module) {
   m.def("neighbor_map", [](const at::Tensor& t, const std::string& name) { check_map(t, name.c_str()); });
   m.def("float_tensor", [](const at::Tensor& t, const std::string& name) { check_float(t, name.c_str()); });
   m.def("same_device", &same_device);
+  m.def("voxel_grid_extent", [](const std::vector<double>& voxel_size, const std::vector<double>& range) {
+    const VoxelGrid g = make_voxel_grid(voxel_size, range);
+    return Values(g.extent, g.extent + g.ndim);
+  }, "Cells per point axis (x, y, z, ...) of the voxelization grid; checks the arguments like the ops");
+  m.def("pool_offset_dtype", &pool_offset_dtype, py::arg("kvol"));
+  m.def("pool_operands", [](const at::Tensor& features, const at::Tensor& nbr) { check_pool_args(features, nbr); });
+  m.def("pool_backward_operands", [](const at::Tensor& grad, const std::optional<at::Tensor>& argmax,
+                                     const at::Tensor& nbr, int64_t num_rows) {
+    check_pool_backward_args(grad, argmax.has_value() ? &*argmax : nullptr, nbr, num_rows);
+  });
   m.def("gather_operands", [](const at::Tensor& features, const std::string& name, const at::Tensor& operand,
                               const at::Tensor& nbr, const std::optional<at::Tensor>& nbr_t, int64_t groups) {
     check_gather_call(features, name.c_str(), operand, nbr, nbr_t, groups);

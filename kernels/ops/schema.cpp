@@ -1,7 +1,7 @@
 // The one declaration of every mx_sparse operator. Backends add implementations
 // under their dispatch key (CPU here, CUDA in kernels/cuda, PrivateUse1 in
 // kernels/ascend); autograd is attached once in autograd.cpp; fake (meta) kernels
-// are registered from Python (mx_sparse/_ops.py) because the strided map has a
+// are registered from Python (mx_sparse/_op_registration.py) because the strided map has a
 // data-dependent number of rows.
 //
 // Neighbor map contract: nbr[M, K] int32, nbr[m, k] = input row that weight slice

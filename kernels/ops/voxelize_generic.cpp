@@ -5,9 +5,12 @@
 // each voxel and a second sort orders the voxels by (sample, first point row). The cell
 // arithmetic of kernels/common/voxel_rules.h runs as elementwise tensor ops in the same
 // order. A few host reads (counts, the finite check) synchronise the device.
-#include "voxelize_generic.h"
-
+// Registered for CUDA and PrivateUse1 only; the tests and the *_ON_CPU switches run it on CPU
+// tensors through the dispatcher (mx_sparse._op_registration.kernel_for_key), not through an entry of _C.
 #include <torch/library.h>
+#include <torch/types.h>
+#include <optional>
+#include <tuple>
 #include <vector>
 #include "key_packing.h"
 #include "voxelize_args.h"
@@ -91,8 +94,6 @@ at::Tensor point_voxel_ids(const Groups& r, const at::Tensor& group_voxel, int64
   return ids.index_put_({r.rows}, group_voxel.index_select(0, r.group_of));
 }
 
-}  // namespace
-
 std::tuple<at::Tensor, at::Tensor, at::Tensor> voxelize_dynamic_generic(
     const at::Tensor& points, const std::optional<at::Tensor>& batch, c10::ArrayRef<double> voxel_size,
     c10::ArrayRef<double> point_cloud_range) {
@@ -138,6 +139,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> voxelize_hard_generic
           point_voxel_ids(r, group_voxel, points.size(0))};
 }
 
+}  // namespace
 }  // namespace mxs
 
 // No voxelization kernel of ours exists for these devices yet; this is theirs.

@@ -14,7 +14,7 @@ comes from the ``build_conv_transpose_map`` op on every backend.
 
 import torch
 
-from .._ops import has_kernel, ops
+from .._op_registration import has_kernel, ops
 from ..conv import SparseConvolution
 from ..indice_data import IndiceData, build_conv_data, build_subm_data
 from ..layouts import convert_weight

@@ -27,7 +27,7 @@ _SPCONV = {
 _MX_DRIVING = {
     "mx_driving": "mx_sparse.compat.mx_driving",
     "mx_driving._C": "mx_sparse.compat.mx_driving._C",
-    "mx_driving.spconv": "mx_sparse.spconv",
+    "mx_driving.spconv": "mx_sparse.compat.mx_driving.spconv",
     "mx_driving.point": "mx_sparse.compat.mx_driving.point",
     "mx_driving.modules": "mx_sparse.compat.mx_driving.modules",
     "mx_driving.modules.sparse_conv": "mx_sparse.compat.mx_driving.modules.sparse_conv",
@@ -38,11 +38,11 @@ _MX_DRIVING = {
     "mx_driving.ops.voxelization": "mx_sparse.compat.mx_driving.ops.voxelization",
 }
 _MMCV_SUBMODULES = {
-    "mmcv.ops.sparse_conv": "mx_sparse.ops.sparse_conv",
-    "mmcv.ops.sparse_structure": "mx_sparse.ops.sparse_structure",
-    "mmcv.ops.sparse_modules": "mx_sparse.ops.sparse_modules",
-    "mmcv.ops.sparse_pool": "mx_sparse.ops.sparse_pool",
-    "mmcv.ops.voxelize": "mx_sparse.ops.voxelize",
+    "mmcv.ops.sparse_conv": "mx_sparse.compat.mmcv.sparse_conv",
+    "mmcv.ops.sparse_structure": "mx_sparse.compat.mmcv.sparse_structure",
+    "mmcv.ops.sparse_modules": "mx_sparse.compat.mmcv.sparse_modules",
+    "mmcv.ops.sparse_pool": "mx_sparse.compat.mmcv.sparse_pool",
+    "mmcv.ops.voxelize": "mx_sparse.compat.mmcv.voxelize",
 }
 _saved = {}
 _replaced_attrs = {}
@@ -127,7 +127,7 @@ def patch_mmcv(register: bool = True) -> types.ModuleType:
     minimal ``mmcv`` package holding it). ``register=True`` also registers the conv type
     names for ``build_conv_layer`` (mmengine ``MODELS`` / mmcv 1.x ``CONV_LAYERS``).
     Returns the ``mmcv.ops`` module."""
-    ours = importlib.import_module("mx_sparse.ops")
+    ours = importlib.import_module("mx_sparse.compat.mmcv")
     _save("mmcv")
     try:
         mmcv = importlib.import_module("mmcv")

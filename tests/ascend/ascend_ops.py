@@ -1,7 +1,7 @@
 """Build and run the emulated mx_sparse AscendC kernels (tests/ascend).
 
 One CLI program (harness/ops_cli.cpp + the kernel and op_host sources) is built once per test
-session with the emulator's stable entry point ``kernels/ascend/sim/cpu_debug_build.sh``; each
+session with the emulator's stable entry point ``tools/ascend_emulator/cpu_debug_build.sh``; each
 case writes raw arrays into a temporary directory, runs the program under the requested core
 count (``ASCEND_SIM_AIC_NUM`` / ``ASCEND_SIM_SOC``) and reads the result back."""
 import json
@@ -15,8 +15,9 @@ import torch
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 ASC = REPO / "kernels" / "ascend"
-BUILD_SCRIPT = ASC / "sim" / "cpu_debug_build.sh"
-OUT_DIR = ASC / "sim" / "build" / "ascend_tests"
+EMULATOR = REPO / "tools" / "ascend_emulator"
+BUILD_SCRIPT = EMULATOR / "cpu_debug_build.sh"
+OUT_DIR = EMULATOR / "build" / "ascend_tests"
 
 # Core counts every kernel is launched with: (label, env kwargs) -> AIC / AIV. (Here rather than in
 # conftest.py: tests/ascend_sim has a conftest.py too, and "from conftest import" would pick

@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SH = REPO / "kernels" / "ascend" / "build.sh"
-SIM_INCLUDE = REPO / "kernels" / "ascend" / "sim" / "include"
+EMULATOR_INCLUDE = REPO / "tools" / "ascend_emulator" / "include"
 
 
 def _mod():
@@ -143,13 +143,13 @@ def test_staged_flat_sources_compile(tmp_path):
     assert {k.stem for k in kernels} == {"subm_map", "conv_out_keys", "unique_sorted_keys", "gather_mm",
                                          "gather_mm_backprop_filter"}
     for k in kernels:
-        r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{SIM_INCLUDE}", f"-I{project / 'op_kernel'}", str(k)],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{EMULATOR_INCLUDE}", f"-I{project / 'op_kernel'}",
+                            str(k)], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"{k.name}:\n{r.stderr[-3000:]}"
     for t in sorted((project / "op_host").glob("*_tiling.cpp")):
         # kernel_tiling/kernel_tiling.h (TCubeTiling) is CANN's; the emulator's copy stands in here
-        r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{project / 'op_host'}", f"-I{SIM_INCLUDE}", str(t)],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{project / 'op_host'}", f"-I{EMULATOR_INCLUDE}",
+                            str(t)], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"{t.name}:\n{r.stderr[-3000:]}"
 
 

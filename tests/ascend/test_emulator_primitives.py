@@ -348,7 +348,7 @@ def test_without_sources_or_compiler_the_error_says_what_is_needed(monkeypatch, 
     """An installed wheel has no kernel sources next to the package: a clear error, no build attempt."""
     monkeypatch.setattr(ascend, "_lib", None)
     assert ascend.emulator_stats() == {name: 0 for name in ascend.KERNELS}
-    monkeypatch.setattr(ascend, "_BUILD_SCRIPT", tmp_path / "kernels" / "ascend" / "sim" / "cpu_debug_build.sh")
+    monkeypatch.setattr(ascend, "_BUILD_SCRIPT", tmp_path / "tools" / "ascend_emulator" / "cpu_debug_build.sh")
     assert not ascend.emulator_available()
     with pytest.raises(RuntimeError, match=r"needs a source checkout of mx_sparse .* and a C\+\+ compiler; "
                                            r"missing: .*cpu_debug_build.sh"):

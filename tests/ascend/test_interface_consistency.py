@@ -38,7 +38,7 @@ def test_generated_prototype_follows_cann_naming():
 def _seeded(tmp_path, rel, old, new):
     root = tmp_path / "repo"
     shutil.copytree(REPO / "kernels" / "ascend", root / "kernels" / "ascend",
-                    ignore=shutil.ignore_patterns("sim", "build"))
+                    ignore=shutil.ignore_patterns("build"))
     f = root / "kernels" / "ascend" / rel
     text = f.read_text()
     assert old in text, f"seed anchor not found in {rel}"
@@ -120,7 +120,7 @@ at::Tensor gather_mm_backprop_filter_one_group(const at::Tensor& features, const
 def test_thin_primitive_binding_is_parsed_too(tmp_path):
     """The binding rewritten as thin primitive launches (same aclnn calls, other names, `auto`)."""
     root = tmp_path / "repo"
-    shutil.copytree(REPO / "kernels" / "ascend", root / "kernels" / "ascend", ignore=shutil.ignore_patterns("sim", "build"))
+    shutil.copytree(REPO / "kernels" / "ascend", root / "kernels" / "ascend", ignore=shutil.ignore_patterns("build"))
     (root / "kernels" / "ascend" / "binding" / "mx_sparse_npu.cpp").write_text(THIN_BINDING)
     _, calls, problems, notes = _tool().check(root)
     assert problems == [] and notes == [] and len(calls) == 5

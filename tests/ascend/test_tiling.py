@@ -8,7 +8,7 @@ import ascend_ops as ao
 def test_tiling_functions():
     out = ao.OUT_DIR / "tiling_test"
     ao.OUT_DIR.mkdir(parents=True, exist_ok=True)
-    cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ao.ASC), "-I", str(ao.ASC / "sim" / "include"),
+    cmd = ["g++", "-std=c++17", "-O1", "-Wall", "-Werror", "-I", str(ao.ASC), "-I", str(ao.EMULATOR / "include"),
            *ao.OP_INCLUDE_FLAGS,
            str(ao.HERE / "harness" / "tiling_test.cpp"), *[str(s) for s in ao.TILING_SOURCES], "-o", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True)

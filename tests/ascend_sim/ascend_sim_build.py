@@ -1,9 +1,9 @@
 """Build helpers for the AscendC emulator tests.
 
 Every test program is built with the stable entry point
-``kernels/ascend/sim/cpu_debug_build.sh OUT SOURCE...`` (g++ -std=c++17), the same way a
+``tools/ascend_emulator/cpu_debug_build.sh OUT SOURCE...`` (g++ -std=c++17), the same way a
 tool or a CANN-style CPU-debug harness would be built. Binaries go to
-``kernels/ascend/sim/build/tests`` (gitignored)."""
+``tools/ascend_emulator/build/tests`` (gitignored)."""
 import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -11,9 +11,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-SIM = REPO / "kernels" / "ascend" / "sim"
-BUILD_SCRIPT = SIM / "cpu_debug_build.sh"
-OUT_DIR = SIM / "build" / "tests"
+EMULATOR = REPO / "tools" / "ascend_emulator"
+BUILD_SCRIPT = EMULATOR / "cpu_debug_build.sh"
+OUT_DIR = EMULATOR / "build" / "tests"
 
 PROGRAMS = ["fid_datacopy", "fid_vector", "fid_cast", "fid_matmul", "fid_launch", "fid_gather_mm", "bad_kernels",
             "tu_add", "scalar_count"]

@@ -1,4 +1,4 @@
-// API probe for tools/ascend_real_api/installed_cann_check.py: every AscendC form that the emulator (kernels/ascend/sim)
+// API probe for tools/ascend_real_api/installed_cann_check.py: every AscendC form that the emulator (tools/ascend_emulator)
 // implements, written as a kernel would call it. It must compile against BOTH the emulator and the
 // real asc-devkit headers; an API form that only one of them accepts is a divergence.
 // Never run: the values are arbitrary, only the types matter.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build a CPU-debug executable from AscendC kernel + harness sources against the emulator.
-#   kernels/ascend/sim/cpu_debug_build.sh [--shared] OUT [-k] SOURCE... [-- EXTRA_GXX_FLAGS...]
+#   tools/ascend_emulator/cpu_debug_build.sh [--shared] OUT [-k] SOURCE... [-- EXTRA_GXX_FLAGS...]
 # --shared: OUT is a shared library (everything compiled with -fPIC -fvisibility=hidden, linked with -shared) for
 # launching the kernels in-process (tools/ascend_emulator); its runtime library is kept apart
 # (build/pic/) so the executables' flags stay as they are.

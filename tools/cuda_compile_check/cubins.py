@@ -1,8 +1,10 @@
 """Ahead-of-time compile of every Triton kernel configuration the CUDA backend can launch, to
 real GPU binaries (cubins) for sm_80 (A100) and sm_90 (H100), with each one's resources.
 
-    python -m mx_sparse._cuda.cubins            # table
-    python -m mx_sparse._cuda.cubins --json     # one record per (kernel, dtype, tile, arch)
+    python tools/cuda_compile_check/cubins.py            # table
+    python tools/cuda_compile_check/cubins.py --json     # one record per (kernel, dtype, tile, arch)
+
+A verification tool, not shipped (it needs mx_sparse importable: a source checkout or editable install).
 
 No GPU is needed: triton compiles through PTX with the ptxas it ships. Registers and spills
 come from ptxas' own report, shared memory from the compiled kernel's metadata (Triton
@@ -27,7 +29,7 @@ import re
 import sys
 import tempfile
 
-from . import tiles
+from mx_sparse._cuda import tiles
 
 ARCHS = (80, 90)
 # Per-block shared memory limits (opt-in maximum) and registers per thread, CUDA C++
@@ -120,12 +122,13 @@ def compile_one(kernels, kernel, signature, constexprs, options, arch):
 
 def compile_all():
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise RuntimeError("mx_sparse._cuda.cubins: run without TRITON_INTERPRET (the interpreter cannot compile)")
+        raise RuntimeError("tools/cuda_compile_check/cubins.py: run without TRITON_INTERPRET "
+                           "(the interpreter cannot compile)")
     from triton import knobs
     knobs.nvidia.dump_ptxas_log = True  # ptxas -v output, captured per compile
     with tempfile.TemporaryDirectory() as cache:
         knobs.cache.dir = cache             # a cold cache: every configuration runs ptxas
-        from . import gather_kernels
+        from mx_sparse._cuda import gather_kernels
         records = []
         for kernel, dtype, precision, tile, signature, constexprs, options in configurations():
             for arch in ARCHS:

@@ -1,4 +1,7 @@
-"""Loads the compiled operators and registers their fake (meta) kernels.
+"""The op registration of mx_sparse's Python side: loads the compiled operators (``_C``, and the
+NPU binding where built), registers their fake (meta) kernels and the accelerator orchestration,
+and answers which kernels the dispatcher holds (``has_kernel``, ``kernel_for_key``). ``ops`` is
+``torch.ops.mx_sparse``, the dispatcher's namespace of the ops.
 
 The op schema, the CPU kernels and autograd live in C++ (kernels/); importing
 ``mx_sparse._C`` registers them as ``torch.ops.mx_sparse.*``. The accelerator
@@ -7,6 +10,8 @@ registered at the end of this module (mx_sparse/_accelerator/registration.py). T
 fake kernels are here because ``build_conv_map`` returns a data-dependent number of
 rows, which torch expresses with an unbacked symbolic size.
 """
+import functools
+
 import torch
 
 from . import _C  # noqa: F401  (registers torch.ops.mx_sparse.*)
@@ -189,6 +194,19 @@ def _gather_mm_one_group_fake(features, weight, nbr):
 @_register_fake("_gather_mm_backprop_filter_one_group")
 def _gather_mm_backprop_filter_one_group_fake(features, grad, nbr):
     return features.new_empty((nbr.shape[1], features.shape[1], grad.shape[1]))
+
+
+def kernel_for_key(op: str, dispatch_key: str):
+    """``torch.ops.mx_sparse.<op>``'s kernel for ``dispatch_key`` ("CUDA", "PrivateUse1", ...) as a
+    function of the op's arguments, on tensors of any device: the call is redispatched to that
+    key's entry instead of the one of the tensors' device. This is how the CUDA / NPU voxelization
+    (C++ with torch's operators, kernels/ops/voxelize_generic.cpp) runs on CPU tensors, under
+    MXS_CUDA_ON_CPU / MXS_NPU_ON_CPU and in the tests, with no entry point of its own in _C."""
+    overload = getattr(ops, op).default
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(overload.name(), dispatch_key):
+        raise ValueError(f"op: mx_sparse::{op} has no kernel for dispatch key {dispatch_key}")
+    keyset = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, dispatch_key))
+    return functools.partial(overload.redispatch, keyset)
 
 
 def _register_accelerators():

@@ -1,5 +1,5 @@
 """``mmcv.ops.sparse_pool``: SparseMaxPool (mmcv's signatures)."""
-from ..compat.layers import SparsePool
+from ..layers import SparsePool
 
 
 class SparseMaxPool(SparsePool):

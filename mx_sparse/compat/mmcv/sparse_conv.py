@@ -10,7 +10,7 @@ As in mmcv, a layer of kernel volume 1 is a plain matmul on the features: it kee
 input voxels and spatial shape (whatever its stride) and ignores ``indice_key``."""
 import math
 
-from ..compat.layers import CompatConvolution
+from ..layers import CompatConvolution
 
 
 class SparseConvolution(CompatConvolution):
