@@ -1,5 +1,5 @@
 """The layers evaluated at given output voxels (``layer(x, out_indices=...)``, mx_sparse/
-given_outputs.py): strided and transposed layers 1-3D against torch's dense conv /
+given_outputs.py): strided layers 1-3D and transposed layers 1-4D against torch's dense conv /
 conv_transpose on the densified tensor sampled at the given outputs (forward, input and filter
 gradients; float64 to 1e-12, float32 to 1e-5 relative to the largest value), the output grid
 the layer derives, indice_key reuse that never mixes outputs, and the errors."""
@@ -78,6 +78,8 @@ LAYERS = {
     "transpose2d_s2_asym_dil": (mx_sparse.SparseConvTranspose2d, [5, 4], (3, 2, [3, 2], 2),
                                 dict(pads_begin=[1, 0], pads_end=[0, 1], dilation=[1, 2], output_padding=1)),
     "transpose3d_k2_s2": (mx_sparse.SparseConvTranspose3d, [4, 3, 4], (3, 4, 2, 2), {}),
+    "transpose4d_asym": (mx_sparse.SparseConvTranspose4d, [3, 3, 4, 3], (2, 3, [2, 3, 2, 2], [2, 1, 2, 1]),
+                         dict(pads_begin=[0, 1, 1, 0], pads_end=[1, 0, 0, 1], output_padding=[1, 0, 1, 0])),
 }
 
 
