@@ -72,6 +72,18 @@ def conv_transpose_output_shape(shape, kernel, stride, pads_begin, pads_end, dil
 
 
 @_constant_under_compile
+def conv_map_at_output_shape(shape, kernel, stride, pads_begin, dilation, batch_size, transposed,
+                             out_spatial_shape=None) -> List[int]:
+    """conv_map_at_output_grid: the grid build_conv_map_at checks out_indices against --
+    ``out_spatial_shape`` when given, else every output whose window meets the input grid
+    (strided: (s - 1 + pads_begin) // stride + 1; transposed: (s - 1)*stride - pads_begin +
+    dilation*(k - 1) + 1) --, with that op's geometry checks and messages."""
+    return _cc.conv_map_at_output_shape(list(shape), list(kernel), list(stride), list(pads_begin), list(dilation),
+                                        batch_size, bool(transposed),
+                                        None if out_spatial_shape is None else list(out_spatial_shape))
+
+
+@_constant_under_compile
 def conv_output_extent(shape, kernel, stride, padding, dilation, pads_end=None) -> List[int]:
     """conv_out_extent per axis without the bounds of conv_output_shape (may be <= 0), for
     arguments the caller has checked or that follow another library's rules (pads_end: as in
@@ -89,9 +101,9 @@ def conv_transpose_output_extent(shape, kernel, stride, pads_begin, pads_end, di
                                             list(pads_end), list(dilation), list(output_padding))
 
 
-def indices(t: torch.Tensor, ndim: int) -> None:
-    """int32 [N, 1 + ndim] with N < 2^31 - 1 (check_indices, check_row_count)."""
-    _cc.indices(t, ndim)
+def indices(t: torch.Tensor, ndim: int, name: str = "indices") -> None:
+    """int32 [N, 1 + ndim] with N < 2^31 - 1 (check_indices, check_row_count); ``name``: the argument."""
+    _cc.indices(t, ndim, name)
 
 
 def neighbor_map(t: torch.Tensor, name: str) -> None:
@@ -140,7 +152,9 @@ def unpack_keys(keys: torch.Tensor, shape) -> torch.Tensor:
     return _cc.unpack_keys(keys, list(shape))
 
 
-def index_error(indices: torch.Tensor, spatial_shape, batch_size: int, bad_row: int, dup_row: int) -> None:
+def index_error(indices: torch.Tensor, spatial_shape, batch_size: int, bad_row: int, dup_row: int,
+                name: str = "indices", grid_name: str = "spatial_shape") -> None:
     """Raises the map builders' ValueError for ``bad_row`` (a row outside the grid) or else
-    ``dup_row`` (the later row of a duplicate voxel); a row >= N means none. Reads that row."""
-    _cc.index_error(indices, list(spatial_shape), int(batch_size), int(bad_row), int(dup_row))
+    ``dup_row`` (the later row of a duplicate voxel); a row >= N means none. Reads that row.
+    ``name`` / ``grid_name``: the arguments holding the rows and their grid, for the message."""
+    _cc.index_error(indices, list(spatial_shape), int(batch_size), int(bad_row), int(dup_row), name, grid_name)

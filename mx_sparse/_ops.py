@@ -78,6 +78,12 @@ def _build_conv_transpose_map_fake(indices, spatial_shape, batch_size, kernel_si
     return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))))
 
 
+@_register_fake("build_conv_map_at")
+def _build_conv_map_at_fake(indices, out_indices, spatial_shape, batch_size, kernel_size, stride, pads_begin,
+                            dilation, transposed=False, out_spatial_shape=None):
+    return indices.new_empty((out_indices.shape[0], _kernel_volume(kernel_size)))   # one row per given output
+
+
 @_register_fake("transpose_map")
 def _transpose_map_fake(nbr, num_rows):
     return nbr.new_empty((num_rows, nbr.shape[1]))

@@ -10,6 +10,7 @@ from torch import nn
 
 from . import conv_padding
 from . import functional as F
+from . import given_outputs
 from . import validation
 from .indice_data import IndiceData, build_conv_data, build_conv_transpose_data, build_subm_data, same_voxels
 from .layouts import LayoutAware, scale_output_channels
@@ -106,9 +107,12 @@ class SparseConvolution(LayoutAware, SparseModule):
                 f"{pads}, dilation={self.dilation}, groups={self.groups}, {kind}, "
                 f"indice_key={self.indice_key!r}, mode={self.mode!r}")
 
-    def forward(self, x: SparseConvTensor) -> SparseConvTensor:
+    def forward(self, x: SparseConvTensor, out_indices=None) -> SparseConvTensor:
+        """``out_indices`` (keyword; strided and transposed layers): evaluate at these output voxels
+        -- a SparseConvTensor on this layer's output grid, or int32 rows (batch, *coords) -- instead
+        of the ones the layer derives (mx_sparse/given_outputs.py)."""
         self._check_input(x)
-        data = self._indice_data(x)
+        data = self._indice_data(x, out_indices)
         weight = self.gemm_weight().to(x.features.dtype)
         if self.inverse:
             nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
@@ -142,8 +146,8 @@ class SparseConvolution(LayoutAware, SparseModule):
             raise ValueError(f"input.features: expected {self.in_channels} channels (in_channels), "
                              f"got {x.features.shape[1]}")
 
-    def _indice_data(self, x) -> IndiceData:
-        data = self._find_or_build_data(x)
+    def _indice_data(self, x, out_indices=None) -> IndiceData:
+        data = self._find_or_build_data(x, out_indices)
         if torch.is_grad_enabled():
             # a training step holds every map until its backward; those no layer is using
             # now are held packed (packed_map.py)
@@ -152,14 +156,20 @@ class SparseConvolution(LayoutAware, SparseModule):
                     other.release()
         return data
 
-    def _find_or_build_data(self, x) -> IndiceData:
+    def _find_or_build_data(self, x, out_indices=None) -> IndiceData:
         cached = x.find_indice_pair(self.indice_key)
+        out_shape = None
+        if out_indices is not None:
+            out_indices, out_shape = given_outputs.resolve(self, x, out_indices)
         if self.inverse:
             return self._inverse_data(x, cached)
         if cached is not None:
             self._check_reuse(x, cached)
+            given_outputs.check_reuse(self.indice_key, cached, out_indices, x.batch_size)
             return cached
-        if self.subm:
+        if out_indices is not None:
+            data = given_outputs.build_data(self, x, out_indices, out_shape)
+        elif self.subm:
             data = build_subm_data(x.indices, x.spatial_shape, x.batch_size, self.kernel_size, self.dilation)
         elif self.transposed:
             begin, end = self.pads_for(x.spatial_shape)

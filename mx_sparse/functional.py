@@ -46,6 +46,22 @@ def build_conv_transpose_map(indices: torch.Tensor, spatial_shape: Sequence[int]
                                         list(pads_begin), list(pads_end), list(dilation), list(output_padding))
 
 
+def build_conv_map_at(indices: torch.Tensor, out_indices: torch.Tensor, spatial_shape: Sequence[int],
+                      batch_size: int, kernel_size: Sequence[int], stride: Sequence[int], pads_begin: Sequence[int],
+                      dilation: Sequence[int], transposed: bool = False,
+                      out_spatial_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
+    """Map ``nbr [M, K]`` of a convolution evaluated at the given output voxels ``out_indices``
+    (rows in their order, none added or dropped). ``nbr[m, k]`` is the input at
+    ``o*stride - pads_begin + kernel_pos(k)*dilation`` (``transposed=False``), or the input ``i``
+    with ``i*stride - pads_begin + kernel_pos(k)*dilation == o`` (``transposed=True``), or -1.
+    ``out_indices`` must be unique and inside ``out_spatial_shape``, by default the outputs whose
+    window meets the input grid: ``(s - 1 + pads_begin) // stride + 1`` cells per axis (strided),
+    ``(s - 1)*stride - pads_begin + dilation*(k - 1) + 1`` (transposed)."""
+    shape = None if out_spatial_shape is None else list(out_spatial_shape)
+    return ops.build_conv_map_at(indices, out_indices, list(spatial_shape), batch_size, list(kernel_size),
+                                 list(stride), list(pads_begin), list(dilation), bool(transposed), shape)
+
+
 def conv_output_shape(spatial_shape: Sequence[int], batch_size: int, kernel_size: Sequence[int],
                       stride: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],
                       dilation: Sequence[int]) -> list:

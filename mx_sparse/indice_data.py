@@ -16,6 +16,10 @@ class IndiceData:
     input row per offset; the geometry it was built with. The map and its transpose are
     ``HeldMap``s: while a training step runs, only the map in use stays dense (``release``)."""
 
+    # True for a map evaluated at output voxels the caller gave (given_outputs.py): reused only
+    # for those voxels. A class default, so maps saved before it existed read False.
+    given_outputs = False
+
     def __init__(self, kind: str, in_indices: torch.Tensor, out_indices: torch.Tensor, nbr: torch.Tensor,
                  in_spatial_shape: List[int], out_spatial_shape: List[int], kernel_size: Tuple[int, ...],
                  stride: Tuple[int, ...], padding: Tuple[int, ...], dilation: Tuple[int, ...],

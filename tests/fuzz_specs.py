@@ -280,6 +280,75 @@ def ref_build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size
     return map_of_contributions(contributions, kernel, ndim)
 
 
+# ---------------------------------------------------------------- build_conv_map_at
+
+def conv_map_at_grid(shape, kernel, stride, pads_begin, dilation, transposed):
+    """The output grid build_conv_map_at derives: every output whose window meets the input grid."""
+    if transposed:
+        return [(s - 1) * t - b + d * (k - 1) + 1 for s, k, t, b, d in zip(shape, kernel, stride, pads_begin, dilation)]
+    return [(s - 1 + b) // t + 1 for s, t, b in zip(shape, stride, pads_begin)]
+
+
+def valid_build_conv_map_at(data):
+    indices, shape, batch = draw_grid(data)
+    ndim = len(shape)
+    kernel = [data.draw(st.integers(1, 4)) for _ in range(ndim)]        # even kernels too
+    stride = [data.draw(st.integers(1, 3)) for _ in range(ndim)]
+    dilation = [data.draw(st.integers(1, 2)) for _ in range(ndim)]
+    transposed = data.draw(st.booleans(), label="transposed")
+    reach = [(s - 1) * t + d * (k - 1) if transposed else 3 for s, k, t, d in zip(shape, kernel, stride, dilation)]
+    pads_begin = [data.draw(st.integers(0, min(3, r))) for r in reach]  # transposed: keep >= 1 output cell
+    grid = conv_map_at_grid(shape, kernel, stride, pads_begin, dilation, transposed)
+    out_spatial_shape = None
+    if data.draw(st.booleans(), label="named grid"):                    # a larger grid: far outputs read nothing
+        out_spatial_shape = grid = [g + data.draw(st.integers(0, 3)) for g in grid]
+    cells = [(b, *c) for b in range(batch) for c in _cells(grid)]
+    m = data.draw(st.integers(0, min(len(cells), 16)))
+    out_indices = torch.tensor(data.draw(st.permutations(cells))[:m], dtype=torch.int32).reshape(m, 1 + ndim)
+    return dict(indices=indices, out_indices=out_indices, spatial_shape=shape, batch_size=batch, kernel_size=kernel,
+                stride=stride, pads_begin=pads_begin, dilation=dilation, transposed=transposed,
+                out_spatial_shape=out_spatial_shape)
+
+
+def ref_build_conv_map_at(indices, out_indices, spatial_shape, batch_size, kernel_size, stride, pads_begin, dilation,
+                          transposed=False, out_spatial_shape=None):
+    shape = check_grid(spatial_shape, batch_size)
+    ndim = len(shape)
+    check_indices_layout(indices, ndim)
+    require(is_tensor(out_indices) and out_indices.dtype == torch.int32, "out_indices")
+    require(out_indices.dim() == 2 and out_indices.shape[1] == 1 + ndim, "out_indices", "spatial_shape")
+    kernel = check_kernel(kernel_size, ndim)
+    st_ = int_list(stride, "stride", ndim, 1)
+    pb = int_list(pads_begin, "pads_begin", ndim, 0)
+    dil = int_list(dilation, "dilation", ndim, 1)
+    geometry = ("spatial_shape", "kernel_size", "stride", "pads_begin", "dilation", "out_spatial_shape")
+    if out_spatial_shape is None:
+        grid = conv_map_at_grid(shape, kernel, st_, pb, dil, transposed)
+        require(all(g >= 1 for g in grid), *geometry)
+        require(all(g <= INT32_MAX for g in grid), *geometry)              # int32 output coordinates
+    else:
+        grid = int_list(out_spatial_shape, "out_spatial_shape", ndim, 1)
+    require(batch_size * math.prod(grid) <= INT64_MAX, *geometry, "batch_size")
+    rows = check_indices(indices, shape, batch_size)
+    outs = [tuple(r) for r in out_indices.tolist()]
+    for r in outs:
+        require(0 <= r[0] < batch_size and all(0 <= c < g for c, g in zip(r[1:], grid)), "out_indices")
+    require(len(set(outs)) == len(outs), "out_indices")
+    where = {r: i for i, r in enumerate(rows)}
+    nbr = torch.full((len(outs), math.prod(kernel)), -1, dtype=torch.int32)
+    for m, (b, *o) in enumerate(outs):
+        for k, kp in enumerate(kernel_positions(kernel)):
+            if transposed:   # the input i with i*s - pb + kp*d == o
+                num = [c + p - q * d for c, p, q, d in zip(o, pb, kp, dil)]
+                if any(v < 0 or v % t for v, t in zip(num, st_)):
+                    continue
+                i = [v // t for v, t in zip(num, st_)]
+            else:            # the input at o*s - pb + kp*d
+                i = [c * t - p + q * d for c, t, p, q, d in zip(o, st_, pb, kp, dil)]
+            nbr[m, k] = where.get((b, *i), -1)
+    return nbr
+
+
 # ---------------------------------------------------------------- transpose_map
 
 def check_map(nbr, name="nbr"):
@@ -862,6 +931,7 @@ SPECS: Dict[str, Spec] = {
     "build_subm_map": Spec(valid_build_subm_map, ref_build_subm_map),
     "build_conv_map": Spec(valid_build_conv_map, ref_build_conv_map),
     "build_conv_transpose_map": Spec(valid_build_conv_transpose_map, ref_build_conv_transpose_map),
+    "build_conv_map_at": Spec(valid_build_conv_map_at, ref_build_conv_map_at),
     "transpose_map": Spec(valid_transpose_map, ref_transpose_map),
     "pack_map": Spec(valid_pack_map, ref_pack_map),
     "unpack_map": Spec(valid_unpack_map, ref_unpack_map),

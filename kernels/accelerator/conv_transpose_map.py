@@ -62,9 +62,7 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
         return (torch.empty((0, 1 + ndim), dtype=torch.int32, device=dev),
                 torch.empty((0, kvol), dtype=torch.int32, device=dev))
     # per axis, inputs keyed at i*s + shift and queries at o + pb - kp*d + shift, all in [0, padded)
-    shift = [max(0, (k - 1) * dl - pb) for k, dl, pb in zip(kernel, dilation, pads_begin)]
-    padded = [max((s - 1) * st, o - 1 + pb) + sh + 1
-              for s, st, o, pb, sh in zip(shape, stride, out_shape, pads_begin, shift)]
+    shift, padded, base = voxel_keys.conv_transpose_padding(shape, out_shape, kernel, stride, pads_begin, dilation)
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
     in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=shift, scale=stride), stable=True)
@@ -77,7 +75,6 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
     if m >= op_args.INT32_MAX:
         raise ValueError(f"indices: {m} rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1")
     out_idx = voxel_keys.unpack(out_keys.narrow(0, 0, m), out_shape)
-    base = [pb + sh - (k - 1) * dl for pb, sh, k, dl in zip(pads_begin, shift, kernel, dilation)]
     query = voxel_keys.pack(out_idx, padded, shift=base)
     # offset k is the mirrored offset K-1-k: the lookup takes the deltas in their own (ascending
     # within each run of the innermost window) order, as the AscendC SubmMap kernel requires, and

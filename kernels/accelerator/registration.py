@@ -23,12 +23,13 @@ import warnings
 
 import torch
 
-from . import batch_norm_relu, conv_transpose_map, fallback, gather_mm, neighbor_map, packed_map, sparse_pool
+from . import batch_norm_relu, conv_map_at, conv_transpose_map, fallback, gather_mm, neighbor_map, packed_map, sparse_pool
 
 ORCHESTRATION = {
     "build_subm_map": neighbor_map.build_subm_map,
     "build_conv_map": neighbor_map.build_conv_map,
     "build_conv_transpose_map": conv_transpose_map.build_conv_transpose_map,
+    "build_conv_map_at": conv_map_at.build_conv_map_at,
     "transpose_map": neighbor_map.transpose_map,
     "pack_map": packed_map.pack_map,
     "unpack_map": packed_map.unpack_map,

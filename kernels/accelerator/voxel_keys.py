@@ -45,6 +45,19 @@ def conv_padding(shape, out_shape, kernel, stride, padding, dilation):
     return list(padding), [s + p + a for s, p, a in zip(shape, padding, above)]
 
 
+def conv_transpose_padding(shape, out_shape, kernel, stride, pads_begin, dilation):
+    """(shift, padded grid, query shift) of a transposed-conv lookup (no division): input i keyed
+    at i*stride + shift, output o queried at o + query_shift = o + pads_begin - (kernel-1)*dilation
+    + shift, so that query + kp*dilation (the mirrored offset) equals an input key exactly when
+    o = i*stride - pads_begin + (kernel-1-kp)*dilation; shift keeps every query >= 0, and the grid
+    holds every input key and every query + delta."""
+    shift = [max(0, (k - 1) * dl - pb) for k, dl, pb in zip(kernel, dilation, pads_begin)]
+    padded = [max((s - 1) * st, o - 1 + pb) + sh + 1
+              for s, st, o, pb, sh in zip(shape, stride, out_shape, pads_begin, shift)]
+    base = [pb + sh - (k - 1) * dl for pb, sh, k, dl in zip(pads_begin, shift, kernel, dilation)]
+    return shift, padded, base
+
+
 def key_bound(batch_size, padded):
     """batch_size x prod(padded): every key on the padded grid lies below it. The accelerator
     builders need it within int64 (the CPU builders, which do not pad, need only the grid)."""

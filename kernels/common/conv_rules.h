@@ -41,6 +41,23 @@ MXS_INLINE int64_t conv_transpose_axis_output(const ConvGeometry& g, const Grid&
 // per axis (the map builders evaluate this per axis: o = (i + pb - kp*d) / s when that is an
 // exact, in-range quotient; pe only bounds the output extent).
 
+// The same two rules solved for the input, per axis (the map of given output voxels,
+// build_conv_map_at): the input coordinate that output coordinate o reads through kernel
+// position kp, or -1 when it lies outside [0, in) (or, transposed, off the stride's lattice).
+// Strided: i = o*s - pb + kp*d.
+MXS_INLINE int64_t conv_axis_input(const ConvGeometry& g, const Grid& in, int d, int64_t o, int64_t kp) {
+  const int64_t i = o * g.stride[d] - g.padding[d] + kp * g.dilation[d];
+  return i >= 0 && i < in.shape[d] ? i : -1;
+}
+
+// Transposed: i*s = o + pb - kp*d, an exact quotient.
+MXS_INLINE int64_t conv_transpose_axis_input(const ConvGeometry& g, const Grid& in, int d, int64_t o, int64_t kp) {
+  const int64_t num = o + g.padding[d] - kp * g.dilation[d];
+  if (num < 0 || num % g.stride[d] != 0) return -1;
+  const int64_t i = num / g.stride[d];
+  return i < in.shape[d] ? i : -1;
+}
+
 // Submanifold conv: output o reads input o + (kp - k/2)*d per axis (kernel centred
 // at k//2, so an even kernel reaches one more step backwards than forwards).
 MXS_INLINE int64_t subm_offset(const ConvGeometry& g, int d, int64_t kp) {

@@ -8,88 +8,15 @@
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
-#include "../ops/index_errors.h"
 #include "fast_divide.h"
 #include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
 #include "portable_switch.h"
 #include "sorted_voxels.h"
+#include "voxel_index_checks.h"
 
 namespace mxs {
 namespace {
-
-constexpr int64_t kRowGrain = 2048;
-
-// Reads row r of an int32 [N, 1+ndim] index tensor.
-inline int64_t read_row(const int32_t* idx, int ndim, int64_t r, int64_t* c) {
-  const int32_t* p = idx + r * (1 + ndim);
-  for (int d = 0; d < ndim; ++d) c[d] = p[1 + d];
-  return p[0];
-}
-
-// Lowest row index seen by a parallel check, so the error names a
-// deterministic row whatever the thread count.
-struct FirstBadRow {
-  std::atomic<int64_t> row{INT64_MAX};
-  void report(int64_t r) {
-    int64_t cur = row.load();
-    while (r < cur && !row.compare_exchange_weak(cur, r)) {}
-  }
-  bool any() const { return row.load() != INT64_MAX; }
-};
-
-void check_rows_in_grid(const at::Tensor& indices, const Grid& g, int64_t batch_size,
-                        c10::IntArrayRef spatial_shape) {
-  const int32_t* idx = indices.data_ptr<int32_t>();
-  const int64_t n = indices.size(0);
-  FirstBadRow bad;
-  at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
-    int64_t c[kMaxSpatialDims];
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t batch = read_row(idx, g.ndim, r, c);
-      if (batch < 0 || batch >= batch_size || !coord_in_grid(g, c)) bad.report(r);
-    }
-  });
-  if (bad.any()) raise_index_error(indices, spatial_shape, batch_size, bad.row.load(), n);
-}
-
-// True when the keys strictly increase, i.e. the rows are already sorted and
-// duplicate-free. This is the common case: build_conv_map emits its output voxels
-// sorted, and voxelizers usually emit (batch, z, y, x) order.
-bool strictly_increasing(const std::vector<KeyRow>& v) {
-  const int64_t n = static_cast<int64_t>(v.size());
-  std::atomic<bool> ok{true};
-  at::parallel_for(1, std::max<int64_t>(n, 1), kRowGrain, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e && ok.load(std::memory_order_relaxed); ++t)
-      if (v[t].key <= v[t - 1].key) ok = false;
-  });
-  return ok;
-}
-
-// All input voxels sorted by key; rejects duplicate coordinates (they end up
-// adjacent), naming the later row of the lowest such pair.
-std::vector<KeyRow> sorted_input_voxels(const at::Tensor& indices, const Grid& g, int64_t batch_size,
-                                        c10::IntArrayRef spatial_shape) {
-  const int32_t* idx = indices.data_ptr<int32_t>();
-  const int64_t n = indices.size(0);
-  std::vector<KeyRow> sorted(n);
-  at::parallel_for(0, n, kRowGrain, [&](int64_t b, int64_t e) {
-    int64_t c[kMaxSpatialDims];
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t batch = read_row(idx, g.ndim, r, c);
-      sorted[r] = {pack_coord(g, batch, c), static_cast<int32_t>(r)};
-    }
-  });
-  if (strictly_increasing(sorted)) return sorted;
-  radix_sort(sorted, [](const KeyRow& x) { return x.key; });
-  FirstBadRow dup;
-  at::parallel_for(1, std::max<int64_t>(n, 1), kRowGrain, [&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t)
-      if (sorted[t].key == sorted[t - 1].key) dup.report(std::max(sorted[t].row, sorted[t - 1].row));
-  });
-  if (dup.any()) raise_index_error(indices, spatial_shape, batch_size, n, dup.row.load());
-  return sorted;
-}
 
 // The kernel window of a submanifold map as lines along the last axis. Offsets
 // that differ only in their last-axis position have keys `step` apart, so one
@@ -543,19 +470,6 @@ std::tuple<at::Tensor, at::Tensor> conv_map_from_contributions(const at::Tensor&
     }
   });
   return {out_indices, nbr};
-}
-
-// The input checks both map builders share: indices' dtype and shape, the row count,
-// every row inside the grid, no voxel twice. Returns the contiguous indices.
-at::Tensor checked_indices(const at::Tensor& indices_in, const Grid& grid, int64_t batch_size,
-                           c10::IntArrayRef spatial_shape) {
-  check_indices(indices_in, grid.ndim);
-  const at::Tensor indices = indices_in.contiguous();
-  const int64_t n = indices.size(0);
-  check_row_count(n);
-  check_rows_in_grid(indices, grid, batch_size, spatial_shape);
-  sorted_input_voxels(indices, grid, batch_size, spatial_shape);  // rejects duplicate voxels
-  return indices;
 }
 
 // `padding` is pads_begin; pads_end (optional) the padding above, `padding` when absent.

@@ -85,6 +85,17 @@ Values conv_transpose_output_shape(const Values& shape, const Values& kernel, co
   return Values(out.shape, out.shape + out.ndim);
 }
 
+// The output grid build_conv_map_at checks out_indices against (conv_map_at_output_grid), with
+// its argument names and checks.
+Values conv_map_at_output_shape(const Values& shape, const Values& kernel, const Values& stride,
+                                const Values& pads_begin, const Values& dilation, int64_t batch_size, bool transposed,
+                                const std::optional<Values>& out_spatial_shape) {
+  const Grid in = make_grid(shape, batch_size);
+  const ConvGeometry g = make_geometry(in.ndim, kernel, stride, pads_begin, dilation, c10::nullopt, "pads_begin");
+  const Grid out = conv_map_at_output_grid(in, g, pads_end_ref(out_spatial_shape), transposed, batch_size);
+  return Values(out.shape, out.shape + out.ndim);
+}
+
 void same_device(const std::string& reference_name, const at::Tensor& reference,
                  const std::vector<std::pair<std::string, std::optional<at::Tensor>>>& tensors) {
   std::vector<NamedTensor> named;
@@ -113,10 +124,15 @@ void register_contract_functions(pybind11::module_& module) {
   m.def("conv_transpose_output_shape", &conv_transpose_output_shape, py::arg("shape"), py::arg("kernel"),
         py::arg("stride"), py::arg("pads_begin"), py::arg("pads_end"), py::arg("dilation"),
         py::arg("output_padding"), py::arg("batch_size"));
+  m.def("conv_map_at_output_shape", &conv_map_at_output_shape, py::arg("shape"), py::arg("kernel"),
+        py::arg("stride"), py::arg("pads_begin"), py::arg("dilation"), py::arg("batch_size"), py::arg("transposed"),
+        py::arg("out_spatial_shape") = py::none());
   m.def("conv_output_extent", &conv_output_extent, py::arg("shape"), py::arg("kernel"), py::arg("stride"),
         py::arg("padding"), py::arg("dilation"), py::arg("pads_end") = py::none());
   m.def("conv_transpose_output_extent", &conv_transpose_output_extent);
-  m.def("indices", [](const at::Tensor& t, int64_t ndim) { check_index_layout(t, static_cast<int>(ndim)); });
+  m.def("indices", [](const at::Tensor& t, int64_t ndim, const std::string& name) {
+    check_index_layout(t, static_cast<int>(ndim), name.c_str());
+  }, py::arg("t"), py::arg("ndim"), py::arg("name") = "indices");
   m.def("neighbor_map", [](const at::Tensor& t, const std::string& name) { check_map(t, name.c_str()); });
   m.def("float_tensor", [](const at::Tensor& t, const std::string& name) { check_float(t, name.c_str()); });
   m.def("same_device", &same_device);
@@ -140,9 +156,10 @@ void register_contract_functions(pybind11::module_& module) {
   });
   m.def("unpack_keys", [](const at::Tensor& keys, const Values& shape) { return unpack_keys(keys, shape); });
   m.def("index_error", [](const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, int64_t bad_row,
-                          int64_t dup_row) {
-    raise_index_error(indices, spatial_shape, batch_size, bad_row, dup_row);
-  });
+                          int64_t dup_row, const std::string& name, const std::string& grid_name) {
+    raise_index_error(indices, spatial_shape, batch_size, bad_row, dup_row, name.c_str(), grid_name.c_str());
+  }, py::arg("indices"), py::arg("spatial_shape"), py::arg("batch_size"), py::arg("bad_row"), py::arg("dup_row"),
+        py::arg("name") = "indices", py::arg("grid_name") = "spatial_shape");
 }
 
 }  // namespace mxs

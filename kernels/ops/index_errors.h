@@ -22,13 +22,16 @@ inline std::string index_row_str(const at::Tensor& indices, int64_t row) {
 
 // Raises for the lowest row outside the grid (bad_row) or, if none, the later row of the
 // lowest duplicate pair (dup_row); a value of N (indices.size(0)) or more means none.
+// name: the op's argument holding the rows; grid_name: the argument its grid comes from
+// (build_conv_map_at checks out_indices against out_spatial_shape too).
 inline void raise_index_error(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
-                              int64_t bad_row, int64_t dup_row) {
+                              int64_t bad_row, int64_t dup_row, const char* name = "indices",
+                              const char* grid_name = "spatial_shape") {
   const int64_t n = indices.size(0);
-  TORCH_CHECK_VALUE(bad_row < 0 || bad_row >= n, "indices: row ", bad_row, " is (batch, *coords) = ",
+  TORCH_CHECK_VALUE(bad_row < 0 || bad_row >= n, name, ": row ", bad_row, " is (batch, *coords) = ",
                     index_row_str(indices, bad_row), ", expected 0 <= batch < batch_size (", batch_size,
-                    ") and 0 <= coord < spatial_shape ", list_str(spatial_shape), " on every axis");
-  TORCH_CHECK_VALUE(dup_row < 0 || dup_row >= n, "indices: duplicate voxel ", index_row_str(indices, dup_row),
+                    ") and 0 <= coord < ", grid_name, " ", list_str(spatial_shape), " on every axis");
+  TORCH_CHECK_VALUE(dup_row < 0 || dup_row >= n, name, ": duplicate voxel ", index_row_str(indices, dup_row),
                     " at row ", dup_row, "; expected every (batch, *coords) row to be unique");
 }
 

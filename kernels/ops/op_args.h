@@ -174,23 +174,59 @@ inline Grid conv_transpose_output_grid(const Grid& in, const ConvGeometry& g, c1
   return out;
 }
 
-inline void check_indices(const at::Tensor& indices, int ndim) {
-  TORCH_CHECK_VALUE(indices.scalar_type() == at::kInt, "indices: expected dtype int32, got ",
+// name: the op's argument (indices, or build_conv_map_at's out_indices).
+// Output grid of build_conv_map_at (a convolution evaluated at given output voxels), which its
+// out_indices must lie in and their keys are packed on: out_spatial_shape when given (every axis
+// in [1, 2^31 - 1]), else the outputs whose kernel window meets the input grid --
+//   strided:    o*stride - pads_begin <= in - 1, i.e. floor((in - 1 + pads_begin) / stride) + 1 cells
+//               (the strided conv's grid with pads_end = (kernel - 1)*dilation);
+//   transposed: o <= (in - 1)*stride - pads_begin + (kernel - 1)*dilation, the transposed conv's
+//               grid with pads_end = output_padding = 0 (rejected when pads_begin leaves it empty).
+// Every output key (batch x grid) within int64. `g` comes from make_geometry with "pads_begin".
+inline Grid conv_map_at_output_grid(const Grid& in, const ConvGeometry& g, at::OptionalIntArrayRef out_spatial_shape,
+                                    bool transposed, int64_t batch_size) {
+  Grid out;
+  out.ndim = in.ndim;
+  if (out_spatial_shape.has_value()) {
+    fill_axis_arg("out_spatial_shape", *out_spatial_shape, in.ndim, 1, out.shape);
+    TORCH_CHECK_VALUE(grid_fits_int64(out, batch_size), "out_spatial_shape: batch_size (", batch_size, ") x prod(",
+                      list_str(*out_spatial_shape), ") exceeds the int64 voxel-key range");
+    return out;
+  }
+  for (int d = 0; d < in.ndim; ++d) {
+    out.shape[d] = transposed ? conv_transpose_out_extent(in.shape[d], g.kernel[d], g.stride[d], g.padding[d], 0,
+                                                          g.dilation[d], 0)
+                              : (in.shape[d] - 1 + g.padding[d]) / g.stride[d] + 1;
+    TORCH_CHECK_VALUE(out.shape[d] >= 1, "pads_begin: no output of the transposed convolution reaches the grid on "
+                      "axis ", d, " (pads_begin ", g.padding[d], " exceeds (in - 1)*stride + (kernel - 1)*dilation = ",
+                      (in.shape[d] - 1) * g.stride[d] + (g.kernel[d] - 1) * g.dilation[d],
+                      "); pass out_spatial_shape to name the output grid");
+    TORCH_CHECK_VALUE(out.shape[d] <= kMaxGeometryValue, "out_spatial_shape: the output grid derived on axis ", d,
+                      " has ", out.shape[d], " cells, more than int32 coordinates address; pass out_spatial_shape");
+  }
+  TORCH_CHECK_VALUE(grid_fits_int64(out, batch_size), "batch_size, pads_begin: batch_size (", batch_size,
+                    ") x the derived output grid exceeds the int64 voxel-key range; pass out_spatial_shape");
+  return out;
+}
+
+// name: the op's argument (indices, or build_conv_map_at's out_indices).
+inline void check_indices(const at::Tensor& indices, int ndim, const char* name = "indices") {
+  TORCH_CHECK_VALUE(indices.scalar_type() == at::kInt, name, ": expected dtype int32, got ",
                     indices.scalar_type());
-  TORCH_CHECK_VALUE(indices.dim() == 2 && indices.size(1) == 1 + ndim, "indices: expected shape [N, ",
+  TORCH_CHECK_VALUE(indices.dim() == 2 && indices.size(1) == 1 + ndim, name, ": expected shape [N, ",
                     1 + ndim, "] (batch + ", ndim, " spatial coordinates), got ", indices.sizes());
 }
 
 // Rows of a neighbor map (input or output voxels) are int32 row numbers, -1 meaning none.
-inline void check_row_count(int64_t n) {
-  TORCH_CHECK_VALUE(n < INT32_MAX, "indices: ", n,
+inline void check_row_count(int64_t n, const char* name = "indices") {
+  TORCH_CHECK_VALUE(n < INT32_MAX, name, ": ", n,
                     " rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1");
 }
 
 // check_indices, and rows that an int32 neighbor map can name.
-inline void check_index_layout(const at::Tensor& indices, int ndim) {
-  check_indices(indices, ndim);
-  check_row_count(indices.size(0));
+inline void check_index_layout(const at::Tensor& indices, int ndim, const char* name = "indices") {
+  check_indices(indices, ndim, name);
+  check_row_count(indices.size(0), name);
 }
 
 // Every given tensor on the device of `reference`: a backend of several devices (CUDA,

@@ -27,6 +27,23 @@ TORCH_LIBRARY(mx_sparse, m) {
   // nbr[o, k] = the input reaching o through offset k: out[o] = sum_k x[nbr[o, k]] @ W[k].
   m.def("build_conv_transpose_map(Tensor indices, int[] spatial_shape, int batch_size, int[] kernel_size, "
         "int[] stride, int[] pads_begin, int[] pads_end, int[] dilation, int[] output_padding) -> (Tensor, Tensor)");
+  // Map of a convolution evaluated at GIVEN output voxels (Open3D's SparseConv and
+  // SparseConvTranspose, oneDNN / dense conv sampled at chosen outputs): nbr [M_out, K] int32 in
+  // out_indices' row order (no output is added, dropped or reordered), nbr[m, k] = the input
+  // row at the position offset k reads, or -1:
+  //   transposed=False: the input at o*stride - pads_begin + kp*dilation per axis (build_conv_map's rule);
+  //   transposed=True:  the input i with i*stride - pads_begin + kp*dilation == o
+  //                     (build_conv_transpose_map's rule; o off the stride's lattice reads nothing).
+  // Any kernel size (even ones too): the window starts pads_begin cells before o*stride (before o
+  // for the transposed rule), which expresses Open3D's filter `offset` (pads_begin = (kernel - 1)/2
+  // + offset, in voxels, per axis). out_indices [M_out, 1+ndim] int32 (batch, *coords), unique,
+  // 0 <= batch < batch_size and every coordinate inside the output grid: out_spatial_shape when
+  // given, else every output whose window meets the input grid -- strided:
+  // floor((in - 1 + pads_begin)/stride) + 1 cells per axis, transposed: (in - 1)*stride -
+  // pads_begin + (kernel - 1)*dilation + 1 (kernels/ops/op_args.h, conv_map_at_output_grid).
+  m.def("build_conv_map_at(Tensor indices, Tensor out_indices, int[] spatial_shape, int batch_size, "
+        "int[] kernel_size, int[] stride, int[] pads_begin, int[] dilation, bool transposed=False, "
+        "int[]? out_spatial_shape=None) -> Tensor");
   // nbr_t[i, k] = m where nbr[m, k] = i (each (i, k) has at most one m).
   // num_rows is a SymInt so that torch.compile keeps a voxel count symbolic
   // (an int argument would specialise the graph to it); kernels take int64_t.

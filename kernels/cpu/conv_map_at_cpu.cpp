@@ -1,0 +1,136 @@
+// CPU builder of build_conv_map_at: the map of a strided or transposed convolution evaluated
+// at output voxels the caller gives (Open3D's SparseConv / SparseConvTranspose, a layer's
+// `out_indices=`). The outputs are the caller's rows in the caller's order, so nothing is
+// discovered: each (output, offset) names the one input at the position the rule gives
+// (conv_rules.h), found by binary search in the sorted input keys. Rows are independent, so the
+// map is the same for any thread count.
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+#include <torch/types.h>
+#include <vector>
+#include "large_tensor_pool.h"
+#include "voxel_index_checks.h"
+
+namespace mxs {
+namespace {
+
+// The inputs one output voxel reads, axis by axis: the rule is separable, so each axis lists
+// its valid (kernel position, input coordinate) pairs -- sum(kernel) tests instead of
+// kvol * ndim -- as shares of the offset index k and of the input key, and the inputs are
+// their row-major product (an odometer, ascending k).
+class InputReach {
+ public:
+  InputReach(const ConvGeometry& geo, const Grid& in_grid, bool transposed)
+      : geo_(geo), in_grid_(in_grid), nd_(geo.ndim), transposed_(transposed) {
+    int64_t slots = 0;
+    for (int d = 0; d < nd_; ++d) slots += 2 * geo.kernel[d];
+    scratch_.resize(slots);
+    int64_t* free_slot = scratch_.data();
+    int64_t k_stride = 1;
+    for (int d = nd_ - 1; d >= 0; --d) {
+      k_share_[d] = free_slot;
+      key_share_[d] = free_slot + geo.kernel[d];
+      free_slot += 2 * geo.kernel[d];
+      k_stride_[d] = k_stride;
+      k_stride *= geo.kernel[d];
+      key_stride_[d] = d == nd_ - 1 ? 1 : key_stride_[d + 1] * in_grid.shape[d + 1];
+    }
+    batch_stride_ = key_stride_[0] * in_grid.shape[0];
+  }
+
+  // Moves to the output voxel at coordinates o; returns how many grid inputs its window holds.
+  int64_t set(const int64_t* o) {
+    int64_t total = 1;
+    for (int d = 0; d < nd_; ++d) {
+      list_axis(d, o[d]);
+      total *= count_[d];
+    }
+    return total;
+  }
+
+  // fn(input key, k) for every window position of the voxel last passed to set().
+  template <typename Fn>
+  void for_each(int64_t batch, Fn fn) const {
+    int64_t at[kMaxSpatialDims] = {};
+    while (true) {
+      int64_t k = 0, key = batch * batch_stride_;
+      for (int d = 0; d < nd_; ++d) {
+        k += k_share_[d][at[d]];
+        key += key_share_[d][at[d]];
+      }
+      fn(key, k);
+      int d = nd_ - 1;
+      while (d >= 0 && ++at[d] == count_[d]) at[d--] = 0;
+      if (d < 0) return;
+    }
+  }
+
+ private:
+  void list_axis(int d, int64_t o) {
+    count_[d] = 0;
+    for (int64_t kp = 0; kp < geo_.kernel[d]; ++kp) {
+      const int64_t i = transposed_ ? conv_transpose_axis_input(geo_, in_grid_, d, o, kp)
+                                    : conv_axis_input(geo_, in_grid_, d, o, kp);
+      if (i < 0) continue;
+      k_share_[d][count_[d]] = kp * k_stride_[d];
+      key_share_[d][count_[d]++] = i * key_stride_[d];
+    }
+  }
+
+  const ConvGeometry& geo_;
+  const Grid& in_grid_;
+  const int nd_;
+  const bool transposed_;
+  std::vector<int64_t> scratch_;  // 2 * sum(kernel) slots for the share lists
+  int64_t count_[kMaxSpatialDims];
+  int64_t k_stride_[kMaxSpatialDims], key_stride_[kMaxSpatialDims], batch_stride_;
+  int64_t* k_share_[kMaxSpatialDims];    // kernel position * its stride in k
+  int64_t* key_share_[kMaxSpatialDims];  // input coordinate * its stride in the key
+};
+
+// Row of the input voxel with `key` among the sorted inputs, or kNoNeighbor.
+inline int32_t find_row(const std::vector<KeyRow>& sorted, int64_t key) {
+  const int64_t p = lower_bound_key(sorted, key);
+  return p < static_cast<int64_t>(sorted.size()) && sorted[p].key == key ? sorted[p].row : kNoNeighbor;
+}
+
+at::Tensor build_conv_map_at_cpu(const at::Tensor& indices_in, const at::Tensor& out_indices_in,
+                                 c10::IntArrayRef spatial_shape, int64_t batch_size, c10::IntArrayRef kernel_size,
+                                 c10::IntArrayRef stride, c10::IntArrayRef pads_begin, c10::IntArrayRef dilation,
+                                 bool transposed, at::OptionalIntArrayRef out_spatial_shape) {
+  const Grid grid = make_grid(spatial_shape, batch_size);
+  check_indices(indices_in, grid.ndim);
+  check_indices(out_indices_in, grid.ndim, "out_indices");
+  const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, pads_begin, dilation, c10::nullopt,
+                                         "pads_begin");
+  const Grid out_grid = conv_map_at_output_grid(grid, geo, out_spatial_shape, transposed, batch_size);
+  const std::vector<int64_t> out_shape(out_grid.shape, out_grid.shape + out_grid.ndim);
+  std::vector<KeyRow> sorted;
+  const at::Tensor indices = checked_indices(indices_in, grid, batch_size, spatial_shape, {}, &sorted);
+  const char* out_grid_name = out_spatial_shape.has_value() ? "out_spatial_shape" : "the derived output grid";
+  const at::Tensor out_indices =
+      checked_indices(out_indices_in, out_grid, batch_size, out_shape, {"out_indices", out_grid_name});
+
+  const int64_t m = out_indices.size(0), kvol = kernel_volume(geo);
+  at::Tensor nbr = empty_cpu({m, kvol}, indices.options()).fill_(kNoNeighbor);
+  const int32_t* oi = out_indices.data_ptr<int32_t>();
+  int32_t* map = nbr.data_ptr<int32_t>();
+  at::parallel_for(0, m, kRowGrain, [&](int64_t b, int64_t e) {
+    InputReach reach(geo, grid, transposed);
+    int64_t o[kMaxSpatialDims];
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t batch = read_row(oi, grid.ndim, r, o);
+      if (reach.set(o) == 0) continue;
+      int32_t* row = map + r * kvol;
+      reach.for_each(batch, [&](int64_t key, int64_t k) { row[k] = find_row(sorted, key); });
+    }
+  });
+  return nbr;
+}
+
+}  // namespace
+}  // namespace mxs
+
+TORCH_LIBRARY_IMPL(mx_sparse, CPU, m) {
+  m.impl("build_conv_map_at", &mxs::build_conv_map_at_cpu);
+}
