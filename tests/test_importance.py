@@ -175,3 +175,14 @@ def test_a_layer_map_with_importance():
     ii = (torch.rand(indices.shape[0], generator=g, dtype=torch.float64) + 0.5).to(DTYPE)
     got = F.weighted_gather_mm(x, w, nbr, inp_importance=ii, normalize=True)
     torch.testing.assert_close(got.double(), reference(x, w, nbr, inp_importance=ii, normalize=True), **TOL)
+
+
+def test_the_requested_backend_path_is_the_one_running():
+    """Under MXS_CUDA_ON_CPU=1 / MXS_NPU_ON_CPU=1 (the subprocess runs of this file and
+    test_open3d_surface.py) the CPU kernels of gather_mm and build_conv_map_at must be the
+    accelerator orchestration, else those runs would test the C++ CPU backend a second time."""
+    if not (registration.cuda_on_cpu_requested() or registration.npu_on_cpu_requested()):
+        pytest.skip("the C++ CPU backend run: no switch set")
+    for op in ("gather_mm", "build_conv_map_at", "transpose_map"):
+        cpu = [line for line in torch._C._dispatch_dump("mx_sparse::" + op).splitlines() if line.startswith("CPU:")]
+        assert cpu and "registration.py" in cpu[0], (op, cpu)
