@@ -94,9 +94,10 @@ def weighted_gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.
                        inp_importance: Optional[torch.Tensor] = None,
                        nbr_importance: Optional[torch.Tensor] = None,
                        out_importance: Optional[torch.Tensor] = None,
-                       normalize: Union[bool, str] = False) -> torch.Tensor:
+                       normalize: Union[bool, str] = False, symmetric: bool = False) -> torch.Tensor:
     """``gather_mm`` with importance weights and normalisation (see the module docstring).
-    ``nbr_t`` (optional, as for ``gather_mm``) is used only on the path without ``nbr_importance``."""
+    ``nbr_t`` and ``symmetric`` (as for ``gather_mm``) are used only on the path without
+    ``nbr_importance``."""
     mode = normalize_mode(normalize)
     check_importance(features, nbr, inp_importance, nbr_importance, out_importance)
     active = nbr >= 0
@@ -115,7 +116,7 @@ def weighted_gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.
             scaled = scaled * inp_importance.to(features.dtype)[:, None]
         if input_divisor is not None:
             scaled = scaled / input_divisor[:, None]
-        out = F.gather_mm(scaled, weight, nbr, nbr_t, groups)
+        out = F.gather_mm(scaled, weight, nbr, nbr_t, groups, symmetric)
     else:
         rows, nbr_pair = _pair_rows(features, nbr, active, nbr_importance, inp_importance, input_divisor)
         out = F.gather_mm(rows, weight, nbr_pair, None, groups)

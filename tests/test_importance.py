@@ -186,3 +186,62 @@ def test_the_requested_backend_path_is_the_one_running():
     for op in ("gather_mm", "build_conv_map_at", "transpose_map"):
         cpu = [line for line in torch._C._dispatch_dump("mx_sparse::" + op).splitlines() if line.startswith("CPU:")]
         assert cpu and "registration.py" in cpu[0], (op, cpu)
+
+
+# ---------------------------------------------------------------- the core layers
+
+def _grid(seed, shape=(5, 6, 4), batch=2):
+    g = torch.Generator().manual_seed(seed)
+    cells = torch.rand(batch, *shape, generator=g) < 0.35
+    indices = cells.nonzero().to(torch.int32)
+    x = torch.randn(indices.shape[0], 3, generator=g, dtype=torch.float64).to(DTYPE)
+    imp = (torch.rand(indices.shape[0], generator=g, dtype=torch.float64) + 0.5).to(DTYPE)
+    return indices, x, imp, list(shape), batch
+
+
+@pytest.mark.parametrize("kind", ["subm", "strided"])
+def test_core_layers_normalize_and_importance_against_dense(kind):
+    """SubMConv3d / SparseConv3d(normalize=True) with inp_importance: the dense float64 conv of
+    the importance-scaled features divided by the dense conv of the occupancy with a ones kernel
+    (the number of contributing inputs), sampled at the output voxels, plus the bias."""
+    import dense_reference as dense
+    import mx_sparse
+    indices, x, imp, shape, batch = _grid(21)
+    if kind == "subm":
+        layer = mx_sparse.SubMConv3d(3, 4, 3, normalize=True)
+    else:
+        layer = mx_sparse.SparseConv3d(3, 4, 3, stride=2, padding=1, normalize=True)
+    layer = layer.to(DTYPE)
+    torch.nn.init.normal_(layer.bias)
+    out = layer(mx_sparse.SparseConvTensor(x, indices, shape, batch), inp_importance=imp)
+    w = layer.weight.detach().double()
+    ones_w = torch.ones(3, 3, 3, 1, 1, dtype=torch.float64)
+    scaled, ones = (x * imp[:, None]).double(), torch.ones(x.shape[0], 1, dtype=torch.float64)
+    if kind == "subm":
+        want = dense.subm_reference(scaled, indices, shape, batch, w, None, [1] * 3, 1)
+        count = dense.subm_reference(ones, indices, shape, batch, ones_w, None, [1] * 3, 1)
+        where = indices
+    else:
+        want, where, _ = dense.conv_reference(scaled, indices, shape, batch, w, None, [2] * 3, [1] * 3, [1] * 3, 1)
+        count, _, _ = dense.conv_reference(ones, indices, shape, batch, ones_w, None, [2] * 3, [1] * 3, [1] * 3, 1)
+    assert torch.equal(out.indices.long(), where.long())
+    torch.testing.assert_close(out.features.detach().double(), want / count + layer.bias.detach().double(), **TOL)
+
+
+def test_core_layer_out_importance_and_gradient():
+    import mx_sparse
+    indices, x, imp, shape, batch = _grid(22)
+    layer = mx_sparse.SubMConv3d(3, 2, 3, bias=False).to(DTYPE)
+    t = mx_sparse.SparseConvTensor(x, indices, shape, batch)
+    plain = layer(t).features
+    weighted = layer(t, out_importance=imp).features
+    torch.testing.assert_close(weighted, plain * imp[:, None], rtol=1e-6, atol=1e-6)
+    # float64 gradcheck on the C++ CPU backend only: under Triton's interpreter its hundreds of
+    # layer calls take 90 s (the op-level gradcheck above runs on every path)
+    if not (registration.cuda_on_cpu_requested() or ON_NPU_PATH):
+        xs = x.clone().requires_grad_()
+        layer.normalize = "input"
+        assert torch.autograd.gradcheck(
+            lambda f: layer(mx_sparse.SparseConvTensor(f, indices, shape, batch), inp_importance=imp).features, (xs,))
+    with pytest.raises(ValueError, match="normalize: expected"):
+        mx_sparse.SubMConv3d(3, 2, 3, normalize="mean")
