@@ -14,7 +14,7 @@ import torch
 _INDEX_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
 
 
-def _integer_vector(name: str, value) -> torch.Tensor:
+def integer_vector(name: str, value) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name}: expected a tensor, got {type(value).__name__}")
     if value.dim() != 1 or value.dtype not in _INDEX_DTYPES:
@@ -42,7 +42,7 @@ def optional_vector(name: str, value, length: int, what: str, dtype) -> Optional
 def row_counts(name: str, row_splits, rows: Optional[int], entries: Optional[int]) -> torch.Tensor:
     """The list lengths of ``row_splits`` (an exclusive prefix sum starting at 0, ``rows + 1``
     values, ending at ``entries``), after checking it."""
-    splits = _integer_vector(name, row_splits)
+    splits = integer_vector(name, row_splits)
     if splits.numel() == 0 or (rows is not None and splits.numel() != rows + 1):
         expected = "at least one value" if rows is None else f"{rows + 1} values (one per point + 1)"
         raise ValueError(f"{name}: expected {expected}, got {splits.numel()}")
@@ -63,8 +63,8 @@ def _in_range(name: str, values: torch.Tensor, bound: int, what: str):
 def csr_to_map(neighbors_index, neighbors_kernel_index, neighbors_row_splits, neighbors_importance,
                num_inputs: int, kernel_volume: int, dtype) -> Tuple[torch.Tensor, Optional[torch.Tensor], int]:
     """``(nbr [M, S*K] int32, nbr_importance [M, S*K] or None, S)`` of an Open3D neighbour list."""
-    index = _integer_vector("neighbors_index", neighbors_index)
-    kernel = _integer_vector("neighbors_kernel_index", neighbors_kernel_index)
+    index = integer_vector("neighbors_index", neighbors_index)
+    kernel = integer_vector("neighbors_kernel_index", neighbors_kernel_index)
     if kernel.numel() != index.numel():
         raise ValueError(f"neighbors_kernel_index: expected {index.numel()} values (one per entry of "
                          f"neighbors_index), got {kernel.numel()}")

@@ -62,8 +62,7 @@ def sparse_conv(filters, inp_features, inp_importance, neighbors_index, neighbor
                                         normalize=bool(normalize))
 
 
-def _input_divisor_scale(normalize, neighbors_importance, inp_neighbors_importance_sum, inp_neighbors_row_splits,
-                         num_inputs, dtype):
+def _input_divisor_scale(normalize, neighbors_importance, inp_neighbors_importance_sum, counts, num_inputs, dtype):
     """Open3D's input-side normalisation as a per-input factor: 1 / (the given importance sum, or
     the length of the input's own neighbour list), 1 where that is zero; None without normalize."""
     given = neighbor_lists.optional_vector("inp_neighbors_importance_sum", inp_neighbors_importance_sum, num_inputs,
@@ -76,7 +75,6 @@ def _input_divisor_scale(normalize, neighbors_importance, inp_neighbors_importan
     if given is not None and not has_importance:
         raise ValueError("inp_neighbors_importance_sum: expected a zero-length tensor when neighbors_importance is "
                          "zero-length (Open3D 0.20 crashes on this combination)")
-    counts = neighbor_lists.row_counts("inp_neighbors_row_splits", inp_neighbors_row_splits, num_inputs, None)
     if not normalize:
         return None
     total = given if given is not None else counts.to(dtype)
@@ -94,11 +92,11 @@ def sparse_conv_transpose(filters, out_importance, inp_features, inp_neighbors_i
     derives the backward from the output lists)."""
     weight, nbr, nbr_importance = _map(filters, inp_features, neighbors_index, neighbors_kernel_index,
                                        neighbors_importance, neighbors_row_splits)
-    inp_index = neighbor_lists._integer_vector("inp_neighbors_index", inp_neighbors_index)
-    neighbor_lists.row_counts("inp_neighbors_row_splits", inp_neighbors_row_splits, inp_features.shape[0],
-                              inp_index.numel())
-    scale = _input_divisor_scale(normalize, neighbors_importance, inp_neighbors_importance_sum,
-                                 inp_neighbors_row_splits, inp_features.shape[0], inp_features.dtype)
+    inp_index = neighbor_lists.integer_vector("inp_neighbors_index", inp_neighbors_index)
+    counts = neighbor_lists.row_counts("inp_neighbors_row_splits", inp_neighbors_row_splits, inp_features.shape[0],
+                                       inp_index.numel())
+    scale = _input_divisor_scale(normalize, neighbors_importance, inp_neighbors_importance_sum, counts,
+                                 inp_features.shape[0], inp_features.dtype)
     out = neighbor_lists.optional_vector("out_importance", out_importance, nbr.shape[0],
                                          "output (row of neighbors_row_splits)", inp_features.dtype)
     return weighting.weighted_gather_mm(inp_features, weight, nbr, inp_importance=scale,
@@ -134,7 +132,7 @@ def sparse_conv_transpose_backprop_filter(filters, out_importance, inp_features,
     ``filters``. Open3D's op of that name takes no ``inp_neighbors_index``; it is optional here
     (only checked when given)."""
     if inp_neighbors_index is None:
-        splits = neighbor_lists._integer_vector("inp_neighbors_row_splits", inp_neighbors_row_splits)
+        splits = neighbor_lists.integer_vector("inp_neighbors_row_splits", inp_neighbors_row_splits)
         inp_neighbors_index = torch.zeros(int(splits[-1]) if splits.numel() else 0, dtype=torch.int32)
     return _filter_gradient(sparse_conv_transpose, filters, out_features_gradient, out_importance, inp_features,
                             inp_neighbors_index, inp_neighbors_importance_sum, inp_neighbors_row_splits,
