@@ -24,6 +24,9 @@ ACC = registration.ORCHESTRATION
 ON_ACCELERATOR_PATH = registration.cuda_on_cpu_requested() or registration.npu_on_cpu_requested()
 CONV_T = {1: tF.conv_transpose1d, 2: tF.conv_transpose2d, 3: tF.conv_transpose3d}
 TOL = {torch.float64: 1e-12, torch.float32: 1e-5}
+# the NPU path's gathers (MXS_NPU_ON_CPU=1, AscendC kernels) have no float64
+DTYPES = [torch.float32] if registration.npu_on_cpu_requested() else [torch.float64, torch.float32]
+WORK = DTYPES[0]
 
 
 def default_out_shape(shape, kernel, stride, pb, dilation, transposed):
@@ -92,6 +95,23 @@ def test_cpu_map_equals_reference(name, transposed):
     far = random_outputs(bigger, 2, density=0.3, seed=5)
     nbr = CPU.build_conv_map_at(idx, far, shape, 2, k, s, pb, d, transposed, bigger)
     assert torch.equal(nbr, reference_map_at(idx, far, k, s, pb, d, transposed))
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("name", list(CASES))
+def test_orchestration_map_equals_cpu(name, transposed):
+    """The accelerator orchestration (here with the torch-operator primitives) gives the CPU map bit for bit."""
+    idx, out, shape, k, s, pb, d, out_shape = case_inputs(name, transposed)
+    acc = ACC["build_conv_map_at"]
+    assert torch.equal(acc(idx, out, shape, 2, k, s, pb, d, transposed), CPU.build_conv_map_at(idx, out, shape, 2, k, s,
+                                                                                                  pb, d, transposed))
+    bigger = [o + 3 for o in out_shape]
+    far = random_outputs(bigger, 2, density=0.3, seed=5)
+    assert torch.equal(acc(idx, far, shape, 2, k, s, pb, d, transposed, bigger),
+                       CPU.build_conv_map_at(idx, far, shape, 2, k, s, pb, d, transposed, bigger))
+    for i, o in [(idx[:0], out), (idx, out[:0]), (idx[:0], out[:0])]:   # nothing to look up
+        assert torch.equal(acc(i, o, shape, 2, k, s, pb, d, transposed), CPU.build_conv_map_at(i, o, shape, 2, k, s,
+                                                                                                pb, d, transposed))
 
 
 @pytest.mark.parametrize("transposed", [False, True])
@@ -179,7 +199,7 @@ def check_against_dense(idx, out, shape, k, s, pb, d, out_shape, transposed, dty
 DENSE = [n for n in CASES if not n.startswith("4d")]   # torch has no dense 4D conv
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("transposed", [False, True])
 @pytest.mark.parametrize("name", DENSE)
 def test_equals_dense_conv_sampled_at_the_outputs(name, transposed, dtype):
@@ -193,7 +213,7 @@ def test_equals_dense_with_groups_and_far_outputs(transposed):
     idx, _, shape, k, s, pb, d, out_shape = case_inputs("3d_k3_s1", transposed)
     bigger = [o + 2 for o in out_shape]
     out = random_outputs(bigger, 2, density=0.4, seed=9)
-    check_against_dense(idx, out, shape, k, s, pb, d, bigger, transposed, torch.float64, groups=2, cin=4, cout=6)
+    check_against_dense(idx, out, shape, k, s, pb, d, bigger, transposed, WORK, groups=2, cin=4, cout=6)
 
 
 def value_error(fn):
@@ -248,3 +268,29 @@ def test_fake_kernel_has_one_row_per_given_output():
         out = torch.empty(7, 4, dtype=torch.int32)
         nbr = CPU.build_conv_map_at(idx, out, [4, 4, 4], 1, [2, 3, 2], [1, 1, 1], [0, 1, 0], [1, 1, 1], True)
         assert nbr.shape == (7, 12) and nbr.dtype == torch.int32
+
+
+ACCELERATOR_PATHS = {"cuda": {"MXS_CUDA_ON_CPU": "1", "TRITON_INTERPRET": "1"}, "npu": {"MXS_NPU_ON_CPU": "1"}}
+
+
+@pytest.mark.skipif(ON_ACCELERATOR_PATH, reason="this is the subprocess's run")
+@pytest.mark.parametrize("path", list(ACCELERATOR_PATHS))
+def test_through_the_accelerator_paths(path):
+    """This file, the layers at given outputs and the depthwise tests once more with every op on CPU
+    tensors running the CUDA backend's code (Triton interpreted) or the NPU backend's (AscendC
+    emulator; float32 only, its gathers have no float64): maps, values and errors as on CPU."""
+    import os
+    import subprocess
+    import sys
+    if path == "npu":
+        from mx_sparse import ascend
+        if not ascend.emulator_available():
+            pytest.skip("no AscendC emulator in this build")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k not in ("MXS_CUDA_ON_CPU", "MXS_NPU_ON_CPU")}
+    env.update(ACCELERATOR_PATHS[path])
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_conv_map_at.py",
+           "tests/test_conv_given_outputs.py", "tests/test_depthwise.py"]
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout and " failed" not in proc.stdout

@@ -15,7 +15,12 @@ from mx_sparse import SparseConvTensor
 
 from dense_reference import subm_reference
 from helpers import random_voxels
+from mx_sparse._accelerator import registration
 from test_conv_transpose import TOL, check_layer, conv_reference, transposed_reference
+
+# the NPU path's gathers (MXS_NPU_ON_CPU=1, AscendC kernels) have no float64
+DTYPES = [torch.float32] if registration.npu_on_cpu_requested() else [torch.float64, torch.float32]
+WORK = DTYPES[0]
 
 STRIDED = {1: mx_sparse.SparseConv1d, 2: mx_sparse.SparseConv2d, 3: mx_sparse.SparseConv3d}
 SUBM = {1: mx_sparse.SubMConv1d, 2: mx_sparse.SubMConv2d, 3: mx_sparse.SubMConv3d}
@@ -25,7 +30,7 @@ SHAPES = {1: [13], 2: [7, 6], 3: [5, 4, 5]}
 CIN = 3
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("multiplier", [1, 2, 3])
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_strided_depthwise_equals_dense(nd, multiplier, dtype):
@@ -40,18 +45,18 @@ def test_strided_depthwise_equals_dense(nd, multiplier, dtype):
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_submanifold_depthwise_equals_dense(nd, multiplier):
     shape = SHAPES[nd]
-    layer = SUBM[nd](CIN, CIN * multiplier, 3, groups=CIN).double()
+    layer = SUBM[nd](CIN, CIN * multiplier, 3, groups=CIN).to(WORK)
     idx = random_voxels(shape, 2, density=0.4, seed=nd)
-    feats = torch.randn(idx.shape[0], CIN, dtype=torch.float64, requires_grad=True)
+    feats = torch.randn(idx.shape[0], CIN, dtype=WORK, requires_grad=True)
     y = layer(SparseConvTensor(feats, idx, shape, 2))
-    f64 = feats.detach().clone().requires_grad_()
-    w64 = layer.weight.detach().clone().requires_grad_()
-    want = subm_reference(f64, idx, shape, 2, w64, layer.bias.detach(), [1] * nd, CIN)
+    f64 = feats.detach().double().requires_grad_()
+    w64 = layer.weight.detach().double().requires_grad_()
+    want = subm_reference(f64, idx, shape, 2, w64, layer.bias.detach().double(), [1] * nd, CIN)
     g = torch.randn(want.shape, dtype=torch.float64)
-    (y.features * g).sum().backward()
+    (y.features * g.to(WORK)).sum().backward()
     (want * g).sum().backward()
     for got, ref in [(y.features, want), (feats.grad, f64.grad), (layer.weight.grad, w64.grad)]:
-        assert (got - ref).abs().max() <= TOL[torch.float64] * ref.abs().max()
+        assert (got.double() - ref).abs().max() <= TOL[WORK] * ref.abs().max()
 
 
 @pytest.mark.parametrize("multiplier", [1, 2])
@@ -60,7 +65,7 @@ def test_transposed_depthwise_equals_dense(nd, multiplier):
     shape, k, s, pb, pe, op = SHAPES[nd], [3, 2, 3][:nd], [2, 2, 1][:nd], [1, 0, 1][:nd], [0, 1, 1][:nd], [1, 1, 0][:nd]
     layer = TRANSPOSED[nd](CIN, CIN * multiplier, k, s, groups=CIN, pads_begin=pb, pads_end=pe, output_padding=op)
     ref = lambda f, i, w, b: transposed_reference(f, i, shape, 2, w, b, s, pb, pe, [1] * nd, op, CIN)  # noqa: E731
-    check_layer(layer, shape, 2, torch.float64, ref, seed=nd + multiplier)
+    check_layer(layer, shape, 2, WORK, ref, seed=nd + multiplier)
 
 
 def tf_same_pads(size, k, s):
@@ -108,22 +113,21 @@ def test_tensorflow_depthwise_semantics_2d():
     n, h, w, c, m, kh, kw, stride = 2, 5, 6, 3, 2, 3, 2, 2
     x = torch.randn(n, h, w, c, dtype=torch.float64)
     f = torch.randn(kh, kw, c, m, dtype=torch.float64)
-    layer = mx_sparse.SparseConv2d(c, c * m, [kh, kw], stride, groups=c, bias=False, auto_pad="same_upper").double()
+    layer = mx_sparse.SparseConv2d(c, c * m, [kh, kw], stride, groups=c, bias=False, auto_pad="same_upper").to(WORK)
     with torch.no_grad():
         layer.weight.copy_(f.reshape(kh, kw, 1, c * m))
-    sp = SparseConvTensor.from_dense(x)          # every cell active: NHWC -> rows (b, y, x)
+    sp = SparseConvTensor.from_dense(x.to(WORK))   # every cell active: NHWC -> rows (b, y, x)
     sp.features.requires_grad_()
     y = layer(sp)
     want = tf_depthwise(x, f, stride)
     assert y.spatial_shape == list(want.shape[1:3])
-    yi = y.indices.long()
-    assert torch.allclose(y.features, want[yi[:, 0], yi[:, 1], yi[:, 2]], rtol=0, atol=1e-12)
     grad = torch.randn(want.shape, dtype=torch.float64)
-    y.features.backward(grad[yi[:, 0], yi[:, 1], yi[:, 2]])
+    yi, xi = y.indices.long(), sp.indices.long()
+    y.features.backward(grad[yi[:, 0], yi[:, 1], yi[:, 2]].to(WORK))
     dx, df = tf_depthwise_backprop(x, f, grad, stride)
-    xi = sp.indices.long()
-    assert torch.allclose(sp.features.grad, dx[xi[:, 0], xi[:, 1], xi[:, 2]], rtol=0, atol=1e-12)
-    assert torch.allclose(layer.weight.grad, df.reshape(kh, kw, 1, c * m), rtol=0, atol=1e-12)
+    for got, ref in [(y.features, want[yi[:, 0], yi[:, 1], yi[:, 2]]), (sp.features.grad, dx[xi[:, 0], xi[:, 1], xi[:, 2]]),
+                     (layer.weight.grad, df.reshape(kh, kw, 1, c * m))]:
+        assert (got.double() - ref).abs().max() <= TOL[WORK] * ref.abs().max()
 
 
 def test_out_channels_must_be_a_multiple_of_in_channels():

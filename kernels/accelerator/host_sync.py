@@ -8,6 +8,7 @@ every op on fake CUDA tensors and compares the reads it makes with that list:
   build_conv_map          1  value checks + number of output voxels (the count of
                              _unique_sorted_keys), in one read
   build_conv_transpose_map 1 the same, for the transposed conv's map
+  build_conv_map_at       1  value checks of indices and out_indices, in one read
   transpose_map           1  map entries within [-1, num_rows), each (input row, offset) once
   pack_map                1  entries >= -1 + number of present entries, in one read
   unpack_map              1  block_starts consistent with the mask

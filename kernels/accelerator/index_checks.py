@@ -22,6 +22,8 @@ def flags_and_outside(idx, shape, batch_size, sorted_keys, order):
     for d, s in enumerate(shape):
         c = idx.select(1, 1 + d)
         outside |= (c < 0) | (c >= s)
+    if n == 0:   # nothing to check (and nothing for amin to reduce)
+        return torch.zeros(2, dtype=torch.long, device=idx.device), outside
     rows = torch.arange(n, device=idx.device)
     bad_row = torch.where(outside, rows, n).amin()
     if n < 2:

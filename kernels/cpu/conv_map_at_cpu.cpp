@@ -2,11 +2,12 @@
 // at output voxels the caller gives (Open3D's SparseConv / SparseConvTranspose, a layer's
 // `out_indices=`). The outputs are the caller's rows in the caller's order, so nothing is
 // discovered: each (output, offset) names the one input at the position the rule gives
-// (conv_rules.h), found by binary search in the sorted input keys. Rows are independent, so the
-// map is the same for any thread count.
+// (conv_rules.h), found in the sorted input keys by one forward search per offset over the outputs
+// in key order (ForwardSearch). Rows are independent, so the map is the same for any thread count.
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 #include <torch/types.h>
+#include <algorithm>
 #include <vector>
 #include "large_tensor_pool.h"
 #include "voxel_index_checks.h"
@@ -88,11 +89,33 @@ class InputReach {
   int64_t* key_share_[kMaxSpatialDims];  // input coordinate * its stride in the key
 };
 
-// Row of the input voxel with `key` among the sorted inputs, or kNoNeighbor.
-inline int32_t find_row(const std::vector<KeyRow>& sorted, int64_t key) {
-  const int64_t p = lower_bound_key(sorted, key);
-  return p < static_cast<int64_t>(sorted.size()) && sorted[p].key == key ? sorted[p].row : kNoNeighbor;
-}
+// Finds input keys for ascending queries of one kernel offset: the outputs are visited in key
+// order, and for a fixed offset the input an output reads moves forward with it (its coordinates
+// are o*stride + const, or (o + const) / stride, per axis, and keys are row-major), so each
+// offset keeps a cursor into the sorted inputs and gallops forward from it: a query costs
+// O(log gap) instead of a binary search over all inputs, and memory is read in order.
+class ForwardSearch {
+ public:
+  explicit ForwardSearch(const std::vector<KeyRow>& sorted) : sorted_(sorted), n_(static_cast<int64_t>(sorted.size())) {}
+
+  // First position >= `from` whose key is >= key (n when none); `from` must not pass it.
+  int64_t advance(int64_t from, int64_t key) const {
+    if (from >= n_ || sorted_[from].key >= key) return from;
+    int64_t lo = from, step = 1;  // sorted_[lo].key < key
+    while (lo + step < n_ && sorted_[lo + step].key < key) {
+      lo += step;
+      step *= 2;
+    }
+    const auto first = sorted_.begin() + lo + 1, last = sorted_.begin() + std::min(n_, lo + step + 1);
+    return std::lower_bound(first, last, KeyRow{key, 0}, key_less) - sorted_.begin();
+  }
+
+  int32_t row_at(int64_t p, int64_t key) const { return p < n_ && sorted_[p].key == key ? sorted_[p].row : kNoNeighbor; }
+
+ private:
+  const std::vector<KeyRow>& sorted_;
+  const int64_t n_;
+};
 
 at::Tensor build_conv_map_at_cpu(const at::Tensor& indices_in, const at::Tensor& out_indices_in,
                                  c10::IntArrayRef spatial_shape, int64_t batch_size, c10::IntArrayRef kernel_size,
@@ -105,24 +128,31 @@ at::Tensor build_conv_map_at_cpu(const at::Tensor& indices_in, const at::Tensor&
                                          "pads_begin");
   const Grid out_grid = conv_map_at_output_grid(grid, geo, out_spatial_shape, transposed, batch_size);
   const std::vector<int64_t> out_shape(out_grid.shape, out_grid.shape + out_grid.ndim);
-  std::vector<KeyRow> sorted;
+  std::vector<KeyRow> sorted, outputs;
   const at::Tensor indices = checked_indices(indices_in, grid, batch_size, spatial_shape, {}, &sorted);
   const char* out_grid_name = out_spatial_shape.has_value() ? "out_spatial_shape" : "the derived output grid";
-  const at::Tensor out_indices =
-      checked_indices(out_indices_in, out_grid, batch_size, out_shape, {"out_indices", out_grid_name});
+  const at::Tensor out_indices = checked_indices(out_indices_in, out_grid, batch_size, out_shape,
+                                                 {"out_indices", out_grid_name}, &outputs);
 
   const int64_t m = out_indices.size(0), kvol = kernel_volume(geo);
   at::Tensor nbr = empty_cpu({m, kvol}, indices.options()).fill_(kNoNeighbor);
   const int32_t* oi = out_indices.data_ptr<int32_t>();
   int32_t* map = nbr.data_ptr<int32_t>();
+  const ForwardSearch search(sorted);
+  // chunks of the outputs in key order; each row is written by its output alone
   at::parallel_for(0, m, kRowGrain, [&](int64_t b, int64_t e) {
     InputReach reach(geo, grid, transposed);
+    std::vector<int64_t> cursor(kvol, 0);
     int64_t o[kMaxSpatialDims];
-    for (int64_t r = b; r < e; ++r) {
+    for (int64_t t = b; t < e; ++t) {
+      const int32_t r = outputs[t].row;
       const int64_t batch = read_row(oi, grid.ndim, r, o);
       if (reach.set(o) == 0) continue;
-      int32_t* row = map + r * kvol;
-      reach.for_each(batch, [&](int64_t key, int64_t k) { row[k] = find_row(sorted, key); });
+      int32_t* row = map + int64_t(r) * kvol;
+      reach.for_each(batch, [&](int64_t key, int64_t k) {
+        cursor[k] = search.advance(cursor[k], key);
+        row[k] = search.row_at(cursor[k], key);
+      });
     }
   });
   return nbr;

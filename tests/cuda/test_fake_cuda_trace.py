@@ -131,6 +131,17 @@ def test_map_builders(trace):
           ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_map_at_given_outputs(trace, transposed):
+    """build_conv_map_at: one read (both index tensors' value checks), one lookup, no output count."""
+    _, log, reads, answers = trace
+    answers["build_conv_map_at: value checks"] = [BIG, BIG, BIG, BIG]
+    nbr = CUDA["build_conv_map_at"](index_rows(100), index_rows(30), [10, 12, 14], 2, [3, 2, 3], [2, 1, 2],
+                                    [1, 0, 2], [1, 2, 1], transposed)
+    assert nbr.device.type == "cuda" and nbr.shape == (30, 18) and nbr.dtype == torch.int32
+    check(log, reads, ["build_conv_map_at: value checks"], ["_sorted_key_lookup"])
+
+
 def test_packed_maps(trace):
     _, log, reads, answers = trace
     nbr = cuda(2500, 27, dtype=torch.int32)
