@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from . import conv_padding
+from . import importance
 from . import functional as F
 from . import given_outputs
 from . import validation
@@ -49,7 +50,8 @@ class SparseConvolution(LayoutAware, SparseModule):
 
     def __init__(self, ndim, in_channels, out_channels, kernel_size=3, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, subm=False, output_padding=0, transposed=False, inverse=False,
-                 indice_key=None, fused_bn=False, mode="mmcv", pads_begin=None, pads_end=None, auto_pad="none"):
+                 indice_key=None, fused_bn=False, mode="mmcv", pads_begin=None, pads_end=None, auto_pad="none",
+                 normalize=False):
         super().__init__()
         if ndim not in (1, 2, 3, 4):
             raise ValueError(f"ndim: expected 1, 2, 3 or 4, got {ndim!r}")
@@ -78,6 +80,8 @@ class SparseConvolution(LayoutAware, SparseModule):
                                           self.dilation, self.output_padding)
         self.groups, self.subm, self.inverse, self.transposed = groups, subm, inverse, transposed
         self.indice_key, self.fused_bn, self.mode = indice_key, fused_bn, mode
+        importance.normalize_mode(normalize)   # Open3D's normalisation (mx_sparse/importance.py)
+        self.normalize = normalize
         validation.kernel_volume(self.kernel_size)
         self.weight = nn.Parameter(new_weight([*self.kernel_size, in_channels // groups, out_channels]))
         if bias:
@@ -107,10 +111,13 @@ class SparseConvolution(LayoutAware, SparseModule):
                 f"{pads}, dilation={self.dilation}, groups={self.groups}, {kind}, "
                 f"indice_key={self.indice_key!r}, mode={self.mode!r}")
 
-    def forward(self, x: SparseConvTensor, out_indices=None) -> SparseConvTensor:
+    def forward(self, x: SparseConvTensor, out_indices=None, *, inp_importance=None,
+                out_importance=None) -> SparseConvTensor:
         """``out_indices`` (keyword; strided and transposed layers): evaluate at these output voxels
         -- a SparseConvTensor on this layer's output grid, or int32 rows (batch, *coords) -- instead
-        of the ones the layer derives (mx_sparse/given_outputs.py)."""
+        of the ones the layer derives (mx_sparse/given_outputs.py). ``inp_importance [N]`` /
+        ``out_importance [M]`` weight the input / output voxels, ``normalize`` (constructor) divides
+        by the number of contributions, as Open3D-ML defines them (mx_sparse/importance.py)."""
         self._check_input(x)
         data = self._indice_data(x, out_indices)
         weight = self.gemm_weight().to(x.features.dtype)
@@ -122,7 +129,14 @@ class SparseConvolution(LayoutAware, SparseModule):
             # it when not cached (None). Without autograd (inference) nbr stands in for it.
             nbr_t = data.gradient_map() if needs_autograd(x.features, weight) else nbr
         with compact_saved_tensors():
-            features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups, data.symmetric)
+            weighted = importance.normalize_mode(self.normalize) != "none" or inp_importance is not None or \
+                out_importance is not None
+            if not weighted:
+                features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups, data.symmetric)
+            else:
+                features = importance.weighted_gather_mm(x.features, weight, nbr, nbr_t, self.groups,
+                                                         inp_importance=inp_importance, out_importance=out_importance,
+                                                         normalize=self.normalize, symmetric=data.symmetric)
         if self.bias is not None:
             features = features + self.bias.to(features.dtype)
         return x.derive(features, out_indices, out_shape)
@@ -261,10 +275,11 @@ def _named(ndim: int, subm: bool = False, inverse: bool = False):
     auto_pad) are keyword-only."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, indice_key=None, mode="mmcv", *, pads_begin=None, pads_end=None, auto_pad="none"):
+                 bias=True, indice_key=None, mode="mmcv", *, pads_begin=None, pads_end=None, auto_pad="none",
+                 normalize=False):
         SparseConvolution.__init__(self, ndim, in_channels, out_channels, kernel_size, stride, padding, dilation,
                                    groups, bias, subm=subm, inverse=inverse, indice_key=indice_key, mode=mode,
-                                   pads_begin=pads_begin, pads_end=pads_end, auto_pad=auto_pad)
+                                   pads_begin=pads_begin, pads_end=pads_end, auto_pad=auto_pad, normalize=normalize)
 
     return __init__
 
@@ -276,11 +291,11 @@ def _named_transposed(ndim: int):
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
                  bias=True, indice_key=None, mode="mmcv", *, output_padding=0, pads_begin=None, pads_end=None,
-                 auto_pad="none"):
+                 auto_pad="none", normalize=False):
         SparseConvolution.__init__(self, ndim, in_channels, out_channels, kernel_size, stride, padding, dilation,
                                    groups, bias, output_padding=output_padding, transposed=True,
                                    indice_key=indice_key, mode=mode, pads_begin=pads_begin, pads_end=pads_end,
-                                   auto_pad=auto_pad)
+                                   auto_pad=auto_pad, normalize=normalize)
 
     return __init__
 

@@ -113,3 +113,15 @@ def test_dense_reference_grid_through_the_npu_path():
     assert proc.returncode == 0, tail
     summary = re.search(r"(\d+) passed", proc.stdout)
     assert summary and int(summary.group(1)) >= 100 and " skipped" not in proc.stdout.splitlines()[-1], tail
+
+
+def test_importance_and_open3d_surface_through_the_npu_path():
+    """tests/test_importance.py and tests/test_open3d_surface.py (float32 there; the open3d-oracle
+    tests skip where open3d-cpu is absent) with the orchestration and the emulated AscendC kernels."""
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_importance.py",
+           "tests/test_open3d_surface.py"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=npu_env(), capture_output=True, text=True, timeout=1800)
+    tail = proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail
+    summary = re.search(r"(\d+) passed", proc.stdout)
+    assert summary and int(summary.group(1)) >= 60, tail

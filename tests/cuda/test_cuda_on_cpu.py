@@ -39,3 +39,17 @@ def test_dense_reference_and_property_tests_through_the_cuda_path(tmp_path):
     assert summary and int(summary.group(1)) >= 200 and " skipped" not in proc.stdout.splitlines()[-1], tail
     launched = {kernel for kernel, _, _, count in json.loads(report.read_text()) if count}
     assert {"gather_mm", "gather_mm_backprop_filter", "sum_splits"} <= launched
+
+
+def test_importance_and_open3d_surface_through_the_cuda_path():
+    """Normalisation / importance (tests/test_importance.py) and the Open3D surface
+    (tests/test_open3d_surface.py; its open3d-oracle tests skip where open3d-cpu is absent) with
+    every mx_sparse op on CPU tensors being the CUDA backend's."""
+    env = dict(os.environ, MXS_CUDA_ON_CPU="1", TRITON_INTERPRET="1")
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_importance.py",
+           "tests/test_open3d_surface.py"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
+    tail = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail
+    summary = re.search(r"(\d+) passed", proc.stdout)
+    assert summary and int(summary.group(1)) >= 60, tail
