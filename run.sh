@@ -139,6 +139,24 @@ setup_env() {
   fi
 }
 
+# The Open3D-ML oracle of tests/test_open3d_surface.py (optional: those tests skip, saying why, when
+# it does not import). open3d-cpu without its dependencies (its GUI/notebook stack is not needed;
+# the ml.torch import asks for plotly and dash), and the system library libusb-1.0 its binary links,
+# through apt where this runs as root and it is missing. Any failure here only skips those tests.
+install_open3d_oracle() {
+  local py="$1" t0=$SECONDS
+  "$py" -c 'import open3d.ml.torch' >/dev/null 2>&1 && return 0
+  say "installing the Open3D oracle (open3d-cpu==$(pin open3d-cpu); optional, output in $LOG)"
+  if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0' && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libusb-1.0-0; } >>"$LOG" 2>&1 || true
+  fi
+  { "$py" -m pip install --no-deps "open3d-cpu==$(pin open3d-cpu)" &&
+    "$py" -m pip install "plotly==$(pin plotly)" "dash==$(pin dash)"; } >>"$LOG" 2>&1 || true
+  if "$py" -c 'import open3d.ml.torch' >/dev/null 2>&1; then say "Open3D oracle ready ($((SECONDS - t0)) s)"
+  else say "the Open3D oracle does not import: tests/test_open3d_surface.py's comparisons with it will be skipped"
+  fi
+}
+
 build_extension() {  # build_extension PYTHON [editable-target]: rebuilds when kernels/ or setup.py is newer
   local py="$1"
   local so; so=$(ls "$ROOT"/mx_sparse/_C*.so 2>/dev/null | head -n1 || true)
@@ -210,7 +228,8 @@ case "$job" in
   train) venv_setup matplotlib ;;   # matplotlib: the main job's loss/AP plot
   # triton: the CUDA backend's kernels run in its interpreter and compile to sm_80/sm_90 cubins in tests
   test)  venv_setup pytest hypothesis "spconv==$(pin spconv)" mmengine
-         setup_env "$PY" "$(triton_requirement "$PY")" ;;
+         setup_env "$PY" "$(triton_requirement "$PY")"
+         install_open3d_oracle "$PY" ;;
   bench) venv_setup matplotlib "spconv==$(pin spconv)" ;;
   install)
     base="${MXS_PYTHON:-python3}"; mkdir -p "$ROOT/build" && : >"$LOG"
