@@ -43,7 +43,8 @@ def cpu_extension():
     cflags = ["-O3", "-std=c++17", "-fopenmp", "-Wall", "-Wno-unknown-pragmas", "-g0"]
     return CppExtension(
         name="mx_sparse._C",
-        sources=sources("kernels/ops/*.cpp", "kernels/cpu/*.cpp"),
+        sources=sources("kernels/module/*.cpp", "kernels/schema/*.cpp", "kernels/contract/*.cpp", "kernels/generic/*.cpp",
+                        "kernels/cpu/*.cpp"),
         include_dirs=[os.path.join(ROOT, "kernels")],
         extra_compile_args={"cxx": cflags},
         extra_link_args=["-fopenmp"],

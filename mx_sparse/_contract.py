@@ -1,5 +1,5 @@
 """The Python face of the op contract: argument checks, bounds, output extents, key packing and
-key deltas as the C++ kernels apply them (kernels/ops/op_args.h, key_packing.h, index_errors.h,
+key deltas as the C++ kernels apply them (kernels/contract/op_args.h, key_packing.h, index_errors.h,
 built on kernels/common), reached through ``mx_sparse._C.contract`` -- not a copy. The Python
 layer, the compat surfaces and the accelerator launch code call these, so a bad argument gets
 the same ValueError on every backend. Every check raises ValueError naming the argument."""

@@ -176,7 +176,7 @@ def _voxelize_hard_fake(points, batch, voxel_size, point_cloud_range, max_points
             points.new_empty((m,), dtype=torch.int32), points.new_empty((points.shape[0],), dtype=torch.int64))
 
 
-# The accelerator primitives (internal ops, contracts in kernels/ops/schema.cpp).
+# The accelerator primitives (internal ops, contracts in kernels/schema/schema.cpp).
 @_register_fake("_sorted_key_lookup")
 def _sorted_key_lookup_fake(query_keys, sorted_keys, key_deltas, group, key_bound):
     return query_keys.new_empty((query_keys.shape[0], key_deltas.shape[0]), dtype=torch.int32)
@@ -206,7 +206,7 @@ def kernel_for_key(op: str, dispatch_key: str):
     """``torch.ops.mx_sparse.<op>``'s kernel for ``dispatch_key`` ("CUDA", "PrivateUse1", ...) as a
     function of the op's arguments, on tensors of any device: the call is redispatched to that
     key's entry instead of the one of the tensors' device. This is how the CUDA / NPU voxelization
-    (C++ with torch's operators, kernels/ops/voxelize_generic.cpp) runs on CPU tensors, under
+    (C++ with torch's operators, kernels/generic/voxelize_generic.cpp) runs on CPU tensors, under
     MXS_CUDA_ON_CPU / MXS_NPU_ON_CPU and in the tests, with no entry point of its own in _C."""
     overload = getattr(ops, op).default
     if not torch._C._dispatch_has_kernel_for_dispatch_key(overload.name(), dispatch_key):

@@ -55,7 +55,7 @@ _ISA_NAMES = {"avx512": "AVX-512", "amx": "AMX", "generic": "portable"}
 
 def _public(names) -> List[str]:
     """The public mx_sparse ops among dispatcher names (the accelerator primitives, _-prefixed,
-    are internal: kernels/ops/schema.cpp)."""
+    are internal: kernels/schema/schema.cpp)."""
     return sorted(n.split("::", 1)[1] for n in names if n.startswith("mx_sparse::") and not n.startswith("mx_sparse::_"))
 
 

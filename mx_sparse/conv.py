@@ -75,7 +75,7 @@ class SparseConvolution(LayoutAware, SparseModule):
         if subm and (auto_pad != "none" or pads_begin is not None):
             raise ValueError("auto_pad, pads_begin, pads_end: a submanifold conv keeps its input voxels; padding "
                              "does not apply to it")
-        if transposed:   # the geometry checks of the map builder (kernels/ops/op_args.h), on a one-cell grid
+        if transposed:   # the geometry checks of the map builder (kernels/contract/op_args.h), on a one-cell grid
             F.conv_transpose_output_shape([1] * ndim, 1, self.kernel_size, self.stride, [0] * ndim, [0] * ndim,
                                           self.dilation, self.output_padding)
         self.groups, self.subm, self.inverse, self.transposed = groups, subm, inverse, transposed

@@ -44,7 +44,7 @@ HUGE_INTS = [-1, 0, -5, 2 ** 31 - 1, 2 ** 31, 2 ** 62, 2 ** 63 - 1, -2 ** 63]
 
 def op_names():
     """Every public op registered under mx_sparse::, as the dispatcher lists them. The _-prefixed
-    accelerator primitives (kernels/ops/schema.cpp) are internal and check nothing the
+    accelerator primitives (kernels/schema/schema.cpp) are internal and check nothing the
     orchestration has checked: they are fuzzed through the ops that call them (MXS_CUDA_ON_CPU=1)."""
     return sorted(n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names()
                   if n.startswith("mx_sparse::") and not n.startswith("mx_sparse::_"))

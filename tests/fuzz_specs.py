@@ -25,7 +25,7 @@ import voxel_reference
 INT32_MAX = 2 ** 31 - 1
 INT64_MAX = 2 ** 63 - 1
 MAX_SPATIAL_DIMS = 4
-MAX_KERNEL_VOLUME = 2 ** 20   # kernels/ops/op_args.h
+MAX_KERNEL_VOLUME = 2 ** 20   # kernels/contract/op_args.h
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 FEATURE_DTYPES_BN = (torch.float32, torch.float64, torch.bfloat16)
 ROWS_PER_BLOCK = 1024         # pack_map's format
@@ -753,7 +753,7 @@ def valid_voxelize(data, hard):
 
 
 def check_voxelize(points, batch, voxel_size, point_cloud_range):
-    """The arguments' contract (kernels/ops/voxelize_args.h states it too); returns ndim."""
+    """The arguments' contract (kernels/contract/voxelize_args.h states it too); returns ndim."""
     require(isinstance(voxel_size, (list, tuple)) and 1 <= len(voxel_size) <= MAX_SPATIAL_DIMS, "voxel_size")
     ndim = len(voxel_size)
     require(isinstance(point_cloud_range, (list, tuple)) and len(point_cloud_range) == 2 * ndim,
@@ -819,7 +819,7 @@ VOXELIZE_INT_DAMAGE = [-1, 0, -5, 2 ** 62, 2 ** 63 - 1, -2 ** 63]
 # ---------------------------------------------------------------- pooling over a neighbor map
 
 def offset_dtype(kvol):
-    """argmax holds kernel offsets in the narrowest of int8, int16, int32 (kernels/ops/schema.cpp)."""
+    """argmax holds kernel offsets in the narrowest of int8, int16, int32 (kernels/schema/schema.cpp)."""
     return torch.int8 if kvol <= 127 else torch.int16 if kvol <= 32767 else torch.int32
 
 

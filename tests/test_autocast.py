@@ -1,4 +1,4 @@
-"""torch.autocast: the ops carry a registered autocast policy (kernels/ops/autocast.cpp), so
+"""torch.autocast: the ops carry a registered autocast policy (kernels/schema/autocast.cpp), so
 layers cast nothing themselves. Under autocast the sparse convolutions give what
 torch.nn.Conv3d gives (bfloat16 or float16 on CPU, float16 on CUDA), and gradients reach
 float32 master weights in float32."""

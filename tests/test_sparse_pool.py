@@ -97,7 +97,7 @@ def _message(fn, *args):
 
 
 def test_bad_arguments_give_the_same_message_on_the_cpu_kernels_and_the_accelerator_code():
-    """One set of checks (kernels/ops/pool_args.h): the CPU kernels and the torch-operator version
+    """One set of checks (kernels/contract/pool_args.h): the CPU kernels and the torch-operator version
     (through mx_sparse._contract) reject the same input with the same message."""
     f, nbr, g = torch.randn(3, 2), torch.tensor([[0, 1], [2, -1]], dtype=torch.int32), torch.randn(2, 2)
     argmax = torch.zeros(2, 2, dtype=torch.int8)

@@ -1,10 +1,10 @@
 """mx_sparse's accelerator orchestration (installed as ``mx_sparse._accelerator`` from
 kernels/accelerator/): the one device-neutral implementation of every mx_sparse op for CUDA
 and NPU tensors, written with torch operators around five device primitives (internal schema
-ops, kernels/ops/schema.cpp) that each device supplies -- CUDA its Triton kernels (kernels/cuda),
+ops, kernels/schema/schema.cpp) that each device supplies -- CUDA its Triton kernels (kernels/cuda),
 the NPU its AscendC kernels (kernels/ascend/binding), any device the torch-operator fallbacks
 of fallback.py. registration.py says which dispatch key gets what. See docs/en/architecture.md.
 """
-# The contract's Python face (argument checks and bounds, the C++ messages of kernels/ops/op_args.h);
+# The contract's Python face (argument checks and bounds, the C++ messages of kernels/contract/op_args.h);
 # the one import of it in this package.
 from .. import _contract as op_args  # noqa: F401

@@ -1,4 +1,4 @@
-"""The fused BatchNorm+ReLU ops of the accelerator backends (CUDA, NPU; contract: kernels/ops/schema.cpp, CPU
+"""The fused BatchNorm+ReLU ops of the accelerator backends (CUDA, NPU; contract: kernels/schema/schema.cpp, CPU
 kernels in kernels/cpu/batch_norm_relu_cpu.cpp), from torch's operators: a handful of
 element-wise and per-channel reduction kernels per call, no host sync. With them
 ``SparseSequential`` keeps one activation per BatchNorm1d+ReLU block on an accelerator as on

@@ -40,7 +40,7 @@ def build_conv_map_at(indices, out_indices, spatial_shape, batch_size, kernel_si
     ndim = len(shape)
     op_args.indices(indices, ndim)
     op_args.indices(out_indices, ndim, "out_indices")
-    # the geometry checks and the output grid of kernels/ops/op_args.h (the CPU builder's)
+    # the geometry checks and the output grid of kernels/contract/op_args.h (the CPU builder's)
     out_shape = op_args.conv_map_at_output_shape(shape, kernel_size, stride, pads_begin, dilation, batch_size,
                                                  transposed, out_spatial_shape)
     op_args.same_device("indices", indices, out_indices=out_indices)

@@ -52,7 +52,7 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
     shape = op_args.grid(spatial_shape, batch_size)
     ndim = len(shape)
     op_args.indices(indices, ndim)
-    # the geometry checks and the output grid of kernels/ops/op_args.h (the CPU builder's)
+    # the geometry checks and the output grid of kernels/contract/op_args.h (the CPU builder's)
     out_shape = op_args.conv_transpose_output_shape(shape, kernel_size, stride, pads_begin, pads_end, dilation,
                                                     output_padding, batch_size)
     kernel, stride, pads_begin, dilation = list(kernel_size), list(stride), list(pads_begin), list(dilation)

@@ -1,4 +1,4 @@
-"""Torch-operator versions of the five accelerator primitives (contracts: kernels/ops/schema.cpp),
+"""Torch-operator versions of the five accelerator primitives (contracts: kernels/schema/schema.cpp),
 registered under CompositeExplicitAutograd: a device with no kernel of its own for a primitive
 runs these, on its own tensors (CUDA runs the three map primitives this way; the tests run all
 five on CPU tensors). Simple and exact rather than fast: a binary search, per-axis integer

@@ -8,7 +8,7 @@ device kernel (Triton, AscendC, the fallback) computes one group.
   gather_mm_backprop_filter: dW[:, :, g*Cout_g:...] = one_group(features[:, g*Cin_g:...],
                                                                 grad[:, g*Cout_g:...], nbr)
 
-The input gradient is gather_mm again (autograd, kernels/ops/autograd.cpp). nbr_t and
+The input gradient is gather_mm again (autograd, kernels/schema/autograd.cpp). nbr_t and
 symmetric are read by autograd only. Neither op reads device data on the host.
 """
 import torch

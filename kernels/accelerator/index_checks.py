@@ -36,6 +36,6 @@ def flags_and_outside(idx, shape, batch_size, sorted_keys, order):
 
 def raise_bad_rows(indices, shape, batch_size, bad_row, dup_row, name="indices", grid_name="spatial_shape"):
     """The CPU builders' ValueError for the first failed check (values as read by the host): the
-    message is built once, in C++ (kernels/ops/index_errors.h), which reads the offending row.
+    message is built once, in C++ (kernels/contract/index_errors.h), which reads the offending row.
     ``name`` / ``grid_name``: the argument holding the rows and the one naming their grid."""
     op_args.index_error(indices, shape, batch_size, bad_row, dup_row, name, grid_name)

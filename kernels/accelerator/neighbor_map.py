@@ -1,5 +1,5 @@
 """Map builders and map transpose of the accelerator backends (CUDA, NPU), written once with
-torch operators around the device primitives (kernels/ops/schema.cpp), reached through the
+torch operators around the device primitives (kernels/schema/schema.cpp), reached through the
 dispatcher. The algorithm is the one the NPU binding ran (keys on a padded grid, a sorted-key
 lookup, un-permutation); on CUDA the three map primitives are the torch-operator fallbacks.
 

@@ -1,5 +1,5 @@
 """pack_map / unpack_map of the accelerator backends (CUDA, NPU), from torch's operators: the CPU kernels' format
-(kernels/ops/schema.cpp) and checks, the same tensors bit for bit, so a training step on an
+(kernels/schema/schema.cpp) and checks, the same tensors bit for bit, so a training step on an
 accelerator holds the maps no layer is using packed as it does on the CPU (mx_sparse/packed_map.py).
 
   mask [M, ceil(K/16)] int16   bit j of mask[m, w] set where nbr[m, 16w + j] >= 0

@@ -1,5 +1,5 @@
 """Which dispatch key gets which implementation of the mx_sparse ops (schema:
-kernels/ops/schema.cpp). Autograd (C++, Autograd key), autocast and the fake kernels
+kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake kernels
 (mx_sparse/_op_registration.py) are shared by every backend and not registered here.
 
 - ORCHESTRATION (this package, device-neutral) for CUDA, and for PrivateUse1 where the NPU
@@ -70,7 +70,7 @@ def _cuda_primitives() -> dict:
 
 def _voxelize_cuda_path():
     """Voxelization's CUDA and NPU implementation is C++ with torch's operators (registered under CUDA
-    and PrivateUse1 by kernels/ops/voxelize_generic.cpp); for CPU tensors the CUDA key's kernel is
+    and PrivateUse1 by kernels/generic/voxelize_generic.cpp); for CPU tensors the CUDA key's kernel is
     called directly (redispatch, mx_sparse._op_registration.kernel_for_key)."""
     from .._op_registration import kernel_for_key   # defined before _op_registration registers this package
     return {name: kernel_for_key(name, "CUDA") for name in ("voxelize_hard", "voxelize_dynamic")}

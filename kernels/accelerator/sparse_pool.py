@@ -1,4 +1,4 @@
-"""Max and average pooling over a neighbor map (contract: kernels/ops/schema.cpp, CPU kernels in
+"""Max and average pooling over a neighbor map (contract: kernels/schema/schema.cpp, CPU kernels in
 kernels/cpu/sparse_pool_cpu.cpp), from torch's operators, device-neutral: registered for CUDA
 (and for CPU tensors under MXS_CUDA_ON_CPU=1).
 
@@ -11,7 +11,7 @@ as torch's own index_add_ is not).
 """
 import torch
 
-from . import op_args   # the argument checks of the CPU kernels (kernels/ops/pool_args.h)
+from . import op_args   # the argument checks of the CPU kernels (kernels/contract/pool_args.h)
 
 
 def _assert_entries(t, lo, hi, name):

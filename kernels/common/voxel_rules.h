@@ -8,7 +8,7 @@
 //   * cell of a coordinate p = floor((p - min_j) / size_j), computed in float32
 //     (in double for float64 points, as mmcv's templated kernel does), and the
 //     point belongs to no voxel when the cell is outside [0, extent).
-// A backend computing these with its own tensor ops (kernels/ops/voxelize_generic.cpp)
+// A backend computing these with its own tensor ops (kernels/generic/voxelize_generic.cpp)
 // performs the same IEEE operations in the same order, so it agrees exactly.
 #pragma once
 #include <math.h>  // roundf

@@ -12,7 +12,7 @@
 #include <vector>
 #include "index_errors.h"
 #include "key_packing.h"
-#include "module_parts.h"
+#include "../module/module_parts.h"
 #include "op_args.h"
 #include "pool_args.h"
 #include "voxelize_args.h"
@@ -113,7 +113,7 @@ std::pair<int64_t, int64_t> per_group(const GatherShape& s) { return {s.cin_g, s
 void register_contract_functions(pybind11::module_& module) {
   namespace py = pybind11;
   py::module_ m = module.def_submodule("contract", "The argument checks and rules every backend shares "
-                                                   "(kernels/ops/op_args.h, kernels/common); see mx_sparse._contract");
+                                                   "(kernels/contract/op_args.h, kernels/common); see mx_sparse._contract");
   m.attr("INT32_MAX") = int64_t{INT32_MAX};
   m.attr("INT64_MAX") = int64_t{INT64_MAX};
   m.attr("MAX_SPATIAL_DIMS") = int64_t{kMaxSpatialDims};

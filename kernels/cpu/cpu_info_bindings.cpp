@@ -4,7 +4,7 @@
 
 #include <map>
 #include <string>
-#include "../ops/module_parts.h"
+#include "../module/module_parts.h"
 #include "large_tensor_pool.h"
 
 namespace mxs {

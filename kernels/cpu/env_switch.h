@@ -20,7 +20,7 @@ enum class SwitchValue { kUnset, kOn, kOff, kInvalid };
 
 // What `raw` (nullptr: unset) says, without throwing: for readers that run while the
 // extension is being loaded (static initialisers), where an exception would abort the
-// process; the module's init then reports the bad value (kernels/ops/extension_module.cpp).
+// process; the module's init then reports the bad value (kernels/module/extension_module.cpp).
 inline SwitchValue switch_value(const char* raw) {
   if (raw == nullptr) return SwitchValue::kUnset;
   std::string v(raw);

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <optional>
 #include <string>
-#include "../ops/module_parts.h"
+#include "../module/module_parts.h"
 #include "env_switch.h"
 
 namespace mxs {

@@ -15,7 +15,7 @@
 #include <atomic>
 #include <type_traits>
 #include <vector>
-#include "../ops/op_args.h"
+#include "../contract/op_args.h"
 #include "gemm_rows.h"
 #include "gemm_rows_amx.h"
 #include "large_tensor_pool.h"

@@ -1,4 +1,4 @@
-// CPU kernels of pack_map / unpack_map (format in kernels/ops/schema.cpp): a
+// CPU kernels of pack_map / unpack_map (format in kernels/schema/schema.cpp): a
 // neighbor map reduced to its present entries plus one bit per (row, offset).
 // LiDAR maps are mostly -1 (about 7 of 27 offsets present in a submanifold map,
 // 3 to 4 in a strided one), so a packed map takes a third of the memory or less;
@@ -14,7 +14,7 @@
 #include <functional>
 
 #include "../common/mxs_qualifiers.h"  // kNoNeighbor
-#include "../ops/op_args.h"            // kMaxKernelVolume
+#include "../contract/op_args.h"            // kMaxKernelVolume
 #include "large_tensor_pool.h"
 #include "portable_switch.h"
 

@@ -1,4 +1,4 @@
-// Max and average pooling over a neighbor map (schema: kernels/ops/schema.cpp), without
+// Max and average pooling over a neighbor map (schema: kernels/schema/schema.cpp), without
 // gathering the [M, K, C] window tensor: each output row reads its window's input rows
 // one at a time, so memory is the [M, C] output (and the [M, C] argmax of max pooling).
 //
@@ -27,7 +27,7 @@
 #include <cmath>
 #include <vector>
 
-#include "../ops/pool_args.h"
+#include "../contract/pool_args.h"
 #include "large_tensor_pool.h"
 
 namespace mxs {

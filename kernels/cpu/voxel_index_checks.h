@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <vector>
-#include "../ops/index_errors.h"
+#include "../contract/index_errors.h"
 #include "sorted_voxels.h"
 
 namespace mxs {

@@ -14,7 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <vector>
-#include "../ops/voxelize_args.h"
+#include "../contract/voxelize_args.h"
 #include "fast_divide.h"
 #include "large_tensor_pool.h"
 #include "sorted_voxels.h"

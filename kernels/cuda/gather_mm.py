@@ -1,5 +1,5 @@
 """The CUDA primitives (host side): tile choice and launch of the Triton kernels for one group
-(contracts: kernels/ops/schema.cpp, _gather_mm_one_group / _gather_mm_backprop_filter_one_group).
+(contracts: kernels/schema/schema.cpp, _gather_mm_one_group / _gather_mm_backprop_filter_one_group).
 The argument checks and the per-group loop are the accelerator orchestration's
 (kernels/accelerator/gather_mm.py); here only what the kernels themselves need.
 

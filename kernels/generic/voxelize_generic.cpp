@@ -12,8 +12,8 @@
 #include <optional>
 #include <tuple>
 #include <vector>
-#include "key_packing.h"
-#include "voxelize_args.h"
+#include "../contract/key_packing.h"
+#include "../contract/voxelize_args.h"
 
 namespace mxs {
 namespace {

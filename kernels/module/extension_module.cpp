@@ -2,7 +2,7 @@
 // static TORCH_LIBRARY registrations of every linked backend.
 #include <torch/extension.h>
 
-#include "ops/module_parts.h"
+#include "module_parts.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "mx_sparse compiled operators (registered as torch.ops.mx_sparse.*)";

@@ -40,7 +40,7 @@ TORCH_LIBRARY(mx_sparse, m) {
   // 0 <= batch < batch_size and every coordinate inside the output grid: out_spatial_shape when
   // given, else every output whose window meets the input grid -- strided:
   // floor((in - 1 + pads_begin)/stride) + 1 cells per axis, transposed: (in - 1)*stride -
-  // pads_begin + (kernel - 1)*dilation + 1 (kernels/ops/op_args.h, conv_map_at_output_grid).
+  // pads_begin + (kernel - 1)*dilation + 1 (kernels/contract/op_args.h, conv_map_at_output_grid).
   m.def("build_conv_map_at(Tensor indices, Tensor out_indices, int[] spatial_shape, int batch_size, "
         "int[] kernel_size, int[] stride, int[] pads_begin, int[] dilation, bool transposed=False, "
         "int[]? out_spatial_shape=None) -> Tensor");

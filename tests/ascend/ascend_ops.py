@@ -193,7 +193,7 @@ def unique_sorted_keys(binary, keys, workdir, env):
 
 
 class EmulatedMapPrimitives:
-    """The three map primitives with the schema's signatures (kernels/ops/schema.cpp), run by the
+    """The three map primitives with the schema's signatures (kernels/schema/schema.cpp), run by the
     emulated AscendC kernels, for one map build whose geometry is known: the CLI harness takes
     the lookup's geometry (padded grid, kernel, dilation, centred) and derives the key deltas
     itself (SubmMapDeltas of the tiling), so each call checks that they are the deltas the

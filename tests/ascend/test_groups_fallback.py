@@ -35,7 +35,7 @@ class EmulatedGathers:
 
 
 def transpose_grouped(w, groups):
-    """[K, Cin/G, Cout] -> [K, Cout/G, Cin], each group's W[k] block transposed (kernels/ops/autograd.cpp)."""
+    """[K, Cin/G, Cout] -> [K, Cout/G, Cin], each group's W[k] block transposed (kernels/schema/autograd.cpp)."""
     k, cin_g, cout = w.shape
     return w.view(k, cin_g, groups, cout // groups).permute(0, 3, 2, 1).reshape(k, cout // groups, groups * cin_g)
 

@@ -1,4 +1,4 @@
-// PrivateUse1 (NPU) kernels of the five accelerator primitives (kernels/ops/schema.cpp), built only
+// PrivateUse1 (NPU) kernels of the five accelerator primitives (kernels/schema/schema.cpp), built only
 // when torch_npu and CANN are present (setup.py detection); in CI here this file is compiled with
 // -fsyntax-only against the torch 2.14 + torch-npu 2.14.0 headers
 // (tests/ascend/test_npu_binding_compiles.py).
