@@ -232,8 +232,8 @@ def backward_sums_kernel(x, dy, scale, shift, mean, invstd, partial, n, c,
     blk = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     live = cols < c
-    s = tl.load(scale + cols, mask=live, other=0.0)
-    b = tl.load(shift + cols, mask=live, other=0.0)
+    s = tl.load(scale + cols, mask=live, other=0.0).to(tl.float64)
+    b = tl.load(shift + cols, mask=live, other=0.0).to(tl.float64)
     m = tl.load(mean + cols, mask=live, other=0.0).to(T)
     inv = tl.load(invstd + cols, mask=live, other=0.0).to(T)
     r_end = tl.minimum(blk * ROWS + ROWS, n)
@@ -241,10 +241,10 @@ def backward_sums_kernel(x, dy, scale, shift, mean, invstd, partial, n, c,
     acc_gx = tl.zeros([BLOCK_C], dtype=T)
     for r0 in range(blk * ROWS, r_end, UNROLL):
         for i in tl.static_range(UNROLL):
-            r = r0 + i
-            in_block = r < r_end
-            xv = tl.load(x + r * c + cols, mask=live & in_block, other=0.0).to(T)
-            dyv = tl.load(dy + r * c + cols, mask=live & in_block, other=0.0).to(T)
+            in_block = r0 + i < r_end
+            at = (r0 + i) * c + cols
+            xv = tl.load(x + at, mask=live & in_block, other=0.0).to(T)
+            dyv = tl.load(dy + at, mask=live & in_block, other=0.0).to(T)
             g = tl.where(_pre_relu(xv, s, b) > 0, dyv, 0.0)
             acc_g += tl.where(in_block, g, -0.0)
             acc_gx += tl.where(in_block, g * ((xv - m) * inv), -0.0)

@@ -23,7 +23,7 @@ from . import launch
 # sum blocks of this many rows separately and then the blocks in order, so must the kernels here.
 ROWS = 512
 # Rows (reductions) or blocks (block totals) loaded per unrolled step.
-UNROLL = 8
+UNROLL = 32
 # Channels per program of the reductions and the per-channel kernels (one warp each).
 REDUCE_C = 32
 REDUCE_WARPS = 1

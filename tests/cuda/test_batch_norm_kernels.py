@@ -26,19 +26,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("batch_stats", [True, False], ids=["batch", "running"])
 def test_forward_recompute_backward_same_bits_as_cpu(dtype, batch_stats):
-    """1100 rows (three 512-row blocks, the last one partial), 40 channels (two programs of 32)."""
-    compare_forward_and_backward(forward_case(1100, 40, dtype, batch_stats, True, True, seed=1))
+    """600 rows (two 512-row blocks, the second partial), 36 channels (two programs of 32)."""
+    compare_forward_and_backward(forward_case(600, 36, dtype, batch_stats, True, True, seed=1))
 
 
 @pytest.mark.parametrize("affine, running", [(False, True), (True, False), (False, False)])
 def test_absent_parameters_and_running_statistics(affine, running):
-    compare_forward_and_backward(forward_case(600, 19, torch.float32, True, affine, running, seed=2))
+    compare_forward_and_backward(forward_case(200, 19, torch.float32, True, affine, running, seed=2))
 
 
 def test_running_statistics_of_other_dtypes():
     """float64 running statistics and bfloat16 weights for float32 features: each rounded as the
     CPU rounds it (float64 blended exactly, bfloat16 weight widened)."""
-    args = forward_case(300, 7, torch.float32, True, True, True, seed=3)
+    args = forward_case(100, 7, torch.float32, True, True, True, seed=3)
     args[3], args[4] = args[3].double(), args[4].double()
     args[1] = args[1].bfloat16()
     compare_forward_and_backward(args)
@@ -62,10 +62,10 @@ def test_empty_inputs(dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("batch_stats", [True, False], ids=["batch", "running"])
 def test_nan_and_inf_propagate_as_on_the_cpu(dtype, batch_stats):
-    args = forward_case(700, 6, dtype, batch_stats, True, True, seed=6)
+    args = forward_case(300, 6, dtype, batch_stats, True, True, seed=6)
     x = args[0]
     x[3, 2] = float("nan")
-    x[600, 4] = float("inf")
+    x[250, 4] = float("inf")
     x[10, 5] = -float("inf")
     compare_forward_and_backward(args)
 
@@ -73,7 +73,7 @@ def test_nan_and_inf_propagate_as_on_the_cpu(dtype, batch_stats):
 def test_float32_overflow_is_taken_again_in_float64():
     """|x| ~ 1e20: the float32 squared deviations overflow, the channel is summed again in float64
     serially (its statistics then finite, as the CPU's)."""
-    args = forward_case(900, 5, torch.float32, True, True, True, seed=7)
+    args = forward_case(300, 5, torch.float32, True, True, True, seed=7)
     args[0][:, 1] *= 1e20
     args[0][:, 3] *= 3e38 / args[0][:, 3].abs().max()   # the float32 row sum itself overflows
     compare_forward_and_backward(args)
