@@ -19,8 +19,9 @@ The CPU kernels' arithmetic, operation for operation, so that the results are th
   after row in order; the blocks' totals are added in double in block order. Every program owns
   one block and BLOCK_C channels and adds its rows one at a time: a parallel tree (tl.sum) would
   round differently. The loop is unrolled UNROLL rows at a time so that the loads of a step are
-  issued together (they do not depend on the sum); the adds stay in row order. A row past the
-  end adds -0.0, the identity of floating-point addition (+0.0 would turn a -0.0 sum into +0.0).
+  issued together (they do not depend on the sum); the adds stay in row order. A block's last
+  rows are one masked step, where a row past the end adds -0.0, the identity of floating-point
+  addition (+0.0 would turn a -0.0 sum into +0.0).
 - x * scale + shift before the ReLU is taken in float64 from T operands (exact product plus one
   rounding for float32 and bfloat16), rounded to T, then to S where stored; bfloat16 stores round
   to nearest even, as the CPU does.
@@ -77,19 +78,32 @@ def _block_totals(partial, cols, live, nblocks, stride, UNROLL: tl.constexpr, BL
     return total
 
 
+@triton.jit
+def _row_sums_step(acc, p, c, live, rows, T: tl.constexpr, UNROLL: tl.constexpr, MASKED: tl.constexpr):
+    # UNROLL rows from p on (the first ``rows`` of them where MASKED) added to acc in row order
+    for i in tl.static_range(UNROLL):
+        mask = live & (i < rows) if MASKED else live
+        acc += tl.load(p, mask=mask, other=-0.0).to(T)
+        p += c
+    return acc, p
+
+
 @triton.jit(do_not_specialize=_SCALARS[:2])
 def row_sums_kernel(x, partial, n, c,
                     T: tl.constexpr, ROWS: tl.constexpr, UNROLL: tl.constexpr, BLOCK_C: tl.constexpr):
-    # program (block of ROWS rows, block of channels): partial[block, j] = sum in T, rows in order
+    # program (block of ROWS rows, block of channels): partial[block, j] = sum in T, rows in order;
+    # whole steps of UNROLL rows, then the block's last rows as one masked step
     blk = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     live = cols < c
-    r_end = tl.minimum(blk * ROWS + ROWS, n)
+    rows = tl.minimum(blk * ROWS + ROWS, n) - blk * ROWS
+    whole = rows // UNROLL * UNROLL
+    p = x + blk * ROWS * c + cols
     acc = tl.zeros([BLOCK_C], dtype=T)
-    for r0 in range(blk * ROWS, r_end, UNROLL):
-        for i in tl.static_range(UNROLL):
-            r = r0 + i
-            acc += tl.load(x + r * c + cols, mask=live & (r < r_end), other=-0.0).to(T)
+    for _ in range(0, whole, UNROLL):
+        acc, p = _row_sums_step(acc, p, c, live, UNROLL, T, UNROLL, False)
+    if whole < rows:
+        acc, p = _row_sums_step(acc, p, c, live, rows - whole, T, UNROLL, True)
     tl.store(partial + blk * c + cols, acc.to(tl.float64), mask=live)
 
 
@@ -101,6 +115,20 @@ def mean_kernel(partial, mean, n, c, nblocks, UNROLL: tl.constexpr, BLOCK_C: tl.
     tl.store(mean + cols, total / n.to(tl.float64), mask=live)
 
 
+@triton.jit
+def _squared_deviations_step(acc, p, c, live, rows, m, T: tl.constexpr, UNROLL: tl.constexpr,
+                             MASKED: tl.constexpr):
+    for i in tl.static_range(UNROLL):
+        if MASKED:
+            d = tl.load(p, mask=live & (i < rows), other=0.0).to(T) - m
+            acc += tl.where(i < rows, d * d, -0.0)
+        else:
+            d = tl.load(p, mask=live, other=0.0).to(T) - m
+            acc += d * d
+        p += c
+    return acc, p
+
+
 @triton.jit(do_not_specialize=_SCALARS[:2])
 def squared_deviations_kernel(x, mean, partial, n, c,
                               T: tl.constexpr, ROWS: tl.constexpr, UNROLL: tl.constexpr, BLOCK_C: tl.constexpr):
@@ -109,14 +137,14 @@ def squared_deviations_kernel(x, mean, partial, n, c,
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     live = cols < c
     m = tl.load(mean + cols, mask=live, other=0.0).to(T)
-    r_end = tl.minimum(blk * ROWS + ROWS, n)
+    rows = tl.minimum(blk * ROWS + ROWS, n) - blk * ROWS
+    whole = rows // UNROLL * UNROLL
+    p = x + blk * ROWS * c + cols
     acc = tl.zeros([BLOCK_C], dtype=T)
-    for r0 in range(blk * ROWS, r_end, UNROLL):
-        for i in tl.static_range(UNROLL):
-            r = r0 + i
-            in_block = r < r_end
-            d = tl.load(x + r * c + cols, mask=live & in_block, other=0.0).to(T) - m
-            acc += tl.where(in_block, d * d, -0.0)
+    for _ in range(0, whole, UNROLL):
+        acc, p = _squared_deviations_step(acc, p, c, live, UNROLL, m, T, UNROLL, False)
+    if whole < rows:
+        acc, p = _squared_deviations_step(acc, p, c, live, rows - whole, m, T, UNROLL, True)
     tl.store(partial + blk * c + cols, acc.to(tl.float64), mask=live)
 
 
@@ -225,6 +253,25 @@ def scale_shift_relu_kernel(x, scale, shift, y, n, c,
     tl.store(y + at, _stored(tl.where(z < 0, 0.0, z), y), mask=live)
 
 
+@triton.jit
+def _backward_sums_step(acc_g, acc_gx, px, pdy, c, live, rows, s, b, m, inv, T: tl.constexpr,
+                        UNROLL: tl.constexpr, MASKED: tl.constexpr):
+    for i in tl.static_range(UNROLL):
+        mask = live & (i < rows) if MASKED else live
+        xv = tl.load(px, mask=mask, other=0.0).to(T)
+        dyv = tl.load(pdy, mask=mask, other=0.0).to(T)
+        g = tl.where(_pre_relu(xv, s, b) > 0, dyv, 0.0)
+        gx = g * ((xv - m) * inv)
+        if MASKED:
+            g = tl.where(i < rows, g, -0.0)
+            gx = tl.where(i < rows, gx, -0.0)
+        acc_g += g
+        acc_gx += gx
+        px += c
+        pdy += c
+    return acc_g, acc_gx, px, pdy
+
+
 @triton.jit(do_not_specialize=_SCALARS[:2])
 def backward_sums_kernel(x, dy, scale, shift, mean, invstd, partial, n, c,
                          T: tl.constexpr, ROWS: tl.constexpr, UNROLL: tl.constexpr, BLOCK_C: tl.constexpr):
@@ -236,18 +283,18 @@ def backward_sums_kernel(x, dy, scale, shift, mean, invstd, partial, n, c,
     b = tl.load(shift + cols, mask=live, other=0.0).to(tl.float64)
     m = tl.load(mean + cols, mask=live, other=0.0).to(T)
     inv = tl.load(invstd + cols, mask=live, other=0.0).to(T)
-    r_end = tl.minimum(blk * ROWS + ROWS, n)
+    rows = tl.minimum(blk * ROWS + ROWS, n) - blk * ROWS
+    whole = rows // UNROLL * UNROLL
+    px = x + blk * ROWS * c + cols
+    pdy = dy + blk * ROWS * c + cols
     acc_g = tl.zeros([BLOCK_C], dtype=T)
     acc_gx = tl.zeros([BLOCK_C], dtype=T)
-    for r0 in range(blk * ROWS, r_end, UNROLL):
-        for i in tl.static_range(UNROLL):
-            in_block = r0 + i < r_end
-            at = (r0 + i) * c + cols
-            xv = tl.load(x + at, mask=live & in_block, other=0.0).to(T)
-            dyv = tl.load(dy + at, mask=live & in_block, other=0.0).to(T)
-            g = tl.where(_pre_relu(xv, s, b) > 0, dyv, 0.0)
-            acc_g += tl.where(in_block, g, -0.0)
-            acc_gx += tl.where(in_block, g * ((xv - m) * inv), -0.0)
+    for _ in range(0, whole, UNROLL):
+        acc_g, acc_gx, px, pdy = _backward_sums_step(acc_g, acc_gx, px, pdy, c, live, UNROLL, s, b, m, inv, T,
+                                                     UNROLL, False)
+    if whole < rows:
+        acc_g, acc_gx, px, pdy = _backward_sums_step(acc_g, acc_gx, px, pdy, c, live, rows - whole, s, b, m, inv, T,
+                                                     UNROLL, True)
     tl.store(partial + blk * 2 * c + cols, acc_g.to(tl.float64), mask=live)
     tl.store(partial + blk * 2 * c + c + cols, acc_gx.to(tl.float64), mask=live)
 
