@@ -78,6 +78,13 @@ def configurations():
     yield from batch_norm_configurations()
 
 
+# The fused BatchNorm+ReLU's kernels: compiled without multiply-add contraction (the CPU kernels'
+# bits), which ``problems`` checks in their PTX.
+BATCH_NORM_KERNELS = ("mean_kernel", "row_sums_kernel", "squared_deviations_kernel", "backward_sums_kernel",
+                      "coefficients_kernel", "backward_coefficients_kernel", "scale_shift_relu_kernel",
+                      "backward_dx_kernel")
+
+
 def batch_norm_configurations():
     """The fused BatchNorm+ReLU's kernels (batch_norm_kernels.py) as batch_norm_relu.py launches
     them for the fused layer: per-channel parameters and running statistics in the features' dtype,
@@ -150,6 +157,7 @@ def load_widths(ptx: str) -> dict:
             "ld_vector_8B": vectors.count(8), "ld_vector_16B": vectors.count(16)}
 
 
+_FMA = re.compile(r"\bfma\.rn(?:\.ftz)?\.f(?:32|64)\b")
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -171,7 +179,8 @@ def compile_one(kernels, kernel, signature, constexprs, options, arch):
         raise RuntimeError(f"{kernel}: no ptxas resource report in the compile log:\n{text}")
     return {"registers": int(regs.group(1)), "spill_stores": int(spills.group(1)),
             "spill_loads": int(spills.group(2)), "shared": compiled.metadata.shared,
-            "cubin_bytes": len(compiled.asm["cubin"]), **load_widths(compiled.asm["ptx"])}
+            "cubin_bytes": len(compiled.asm["cubin"]), "fma": len(_FMA.findall(compiled.asm["ptx"])),
+            **load_widths(compiled.asm["ptx"])}
 
 
 def compile_all():
@@ -204,6 +213,8 @@ def problems(records):
             found.append(f"{name}: {r['shared']} B shared memory > {MAX_SHARED[arch]} B")
         if r["registers"] > MAX_REGISTERS:
             found.append(f"{name}: {r['registers']} registers > {MAX_REGISTERS}")
+        if r["kernel"] in BATCH_NORM_KERNELS and r.get("fma", 0):
+            found.append(f"{name}: {r['fma']} fused multiply-adds (the CPU kernels round a * b + c twice)")
         if r["tile"].endswith("a") and r["kernel"] != "sum_splits_kernel" and r.get("ld_b16_scalar", 0):
             found.append(f"{name}: aligned variant with {r['ld_b16_scalar']} scalar 16-bit global loads")
         if (r["tile"].endswith("a") and r["kernel"] == "gather_mm_kernel" and r["dtype"] != "fp64"
