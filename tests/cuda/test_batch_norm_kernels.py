@@ -44,6 +44,24 @@ def test_running_statistics_of_other_dtypes():
     compare_forward_and_backward(args)
 
 
+def test_strided_running_statistics_are_updated_in_place():
+    """Running statistics that are views (every other element): the kernel writes a contiguous copy,
+    copied back into the view; the elements between are left alone."""
+    args = forward_case(100, 7, torch.float32, True, True, True, seed=13)
+    ref = clone_args(args)
+    storages = []
+    for i in (3, 4):
+        storage = torch.full((14,), 5.0)
+        storage[::2] = args[i]
+        args[i] = storage[::2]
+        storages.append(storage)
+    for a, b in zip(TRITON_BN["batch_norm_relu_forward"](*args), CPU.batch_norm_relu_forward(*ref)):
+        same_bits(a, b, "output", torch.float32)
+    for storage, i in zip(storages, (3, 4)):
+        same_bits(storage[::2], ref[i], "running statistic", torch.float32)
+        assert torch.equal(storage[1::2], torch.full((7,), 5.0))
+
+
 def test_single_row_and_momentum_none_like_values():
     args = forward_case(1, 5, torch.float64, True, True, True, seed=4)
     args[6] = 1.0 / 3.0      # momentum that float32 cannot hold: travels as float64 bits
