@@ -144,3 +144,16 @@ def test_same_bits_as_the_portable_cpu_build():
                           timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout and " skipped" not in proc.stdout.splitlines()[-1], proc.stdout[-2000:]
+
+
+def test_registration_picks_the_triton_kernels_for_cuda_only():
+    """CUDA tensors get the Triton kernels; CPU tensors (no switch) and any other device the torch
+    operators; MXS_CUDA_ON_CPU=1 would add the CPU."""
+    from mx_sparse._accelerator import batch_norm_relu as orchestration
+    from mx_sparse._accelerator import registration
+    from mx_sparse._cuda import batch_norm_relu as triton_kernels
+    assert registration.batch_norm_kernels(False) == {"cuda": triton_kernels}
+    assert registration.batch_norm_kernels(True) == {"cuda": triton_kernels, "cpu": triton_kernels}
+    assert orchestration.kernels_for(torch.device("cuda")) is triton_kernels
+    for device in ("cpu", "meta"):
+        assert orchestration.kernels_for(torch.device(device)) is orchestration.TorchOperatorKernels
