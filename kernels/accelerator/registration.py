@@ -12,9 +12,9 @@ kernels/ops/schema.cpp). Autograd (C++, Autograd key), autocast and the fake ker
   CUDA tensors, chosen inside the orchestration by device type (batch_norm_relu.use_kernels);
   every other device runs its torch-operator version.
 - ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration, the Triton gathers and the Triton
-  BatchNorm kernels for the CPU key too (and voxelization's C++ torch-operator version), replacing the C++ CPU kernels: every
-  op on CPU tensors then runs the code CUDA tensors run, the Triton kernels under Triton's
-  interpreter.
+  BatchNorm kernels for the CPU key too (and voxelization's C++ torch-operator version),
+  replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors run, the
+  Triton kernels under Triton's interpreter.
 - ``MXS_NPU_ON_CPU=1`` (read at import): the orchestration and the AscendC emulator's
   primitives (``mx_sparse.ascend.emulator_primitives()``) for the CPU key: every op on CPU
   tensors runs the code NPU tensors run, the AscendC kernels in the CPU emulator.
