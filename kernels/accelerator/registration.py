@@ -8,10 +8,13 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   CompositeExplicitAutograd, i.e. for every device without a kernel of its own; the two Triton
   gathers (mx_sparse._cuda) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
   C++ binding, kernels/ascend/binding/mx_sparse_npu.cpp).
-- ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration and the Triton gathers for the CPU
-  key too (and voxelization's C++ torch-operator version), replacing the C++ CPU kernels: every
-  op on CPU tensors then runs the code CUDA tensors run, the Triton kernels under Triton's
-  interpreter.
+- The fused BatchNorm+ReLU's kernels: the Triton ones (mx_sparse._cuda.batch_norm_relu) for
+  CUDA tensors, chosen inside the orchestration by device type (batch_norm_relu.use_kernels);
+  every other device runs its torch-operator version.
+- ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration, the Triton gathers and the Triton
+  BatchNorm kernels for the CPU key too (and voxelization's C++ torch-operator version),
+  replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors run, the
+  Triton kernels under Triton's interpreter.
 - ``MXS_NPU_ON_CPU=1`` (read at import): the orchestration and the AscendC emulator's
   primitives (``mx_sparse.ascend.emulator_primitives()``) for the CPU key: every op on CPU
   tensors runs the code NPU tensors run, the AscendC kernels in the CPU emulator.
@@ -66,6 +69,19 @@ def npu_on_cpu_requested() -> bool:
 def _cuda_primitives() -> dict:
     from .._cuda import gather_mm as cuda_gather_mm   # imports no triton (launch does, on first use)
     return cuda_gather_mm.PRIMITIVES
+
+
+def _cuda_batch_norm_kernels():
+    from .._cuda import batch_norm_relu as cuda_batch_norm_relu   # imports no triton (a launch does)
+    return cuda_batch_norm_relu
+
+
+def batch_norm_kernels(cuda_on_cpu: bool) -> dict:
+    """{device type: BatchNorm kernels} of this package's registrations (the rest: torch operators)."""
+    table = {"cuda": _cuda_batch_norm_kernels()}
+    if cuda_on_cpu:
+        table["cpu"] = table["cuda"]
+    return table
 
 
 def _voxelize_cuda_path():
@@ -139,3 +155,5 @@ def register(npu_binding: bool = False) -> None:
             for name, fn in impls.items():
                 lib.impl(name, fn, key)
     _libraries.append(lib)
+    for device_type, kernels in batch_norm_kernels(cuda_on_cpu).items():
+        batch_norm_relu.use_kernels(device_type, kernels)

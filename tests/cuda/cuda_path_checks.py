@@ -34,6 +34,21 @@ def test_cpu_calls_run_the_python_implementations():
     assert launch.interpreting()
 
 
+def test_cpu_batch_norm_runs_the_triton_kernels():
+    """The fused BatchNorm+ReLU on CPU tensors launches its Triton kernels (and its results are
+    checked by test_batch_norm_relu.py in this run, against torch's modules)."""
+    def bn_launches():
+        return sum(n for (k, _, _), n in launch.launches.items() if k.startswith("bn_"))
+
+    before = bn_launches()
+    x = torch.randn(40, 3)
+    y, mean, invstd, scale, shift = torch.ops.mx_sparse.batch_norm_relu_forward(x, None, None, None, None, True,
+                                                                              0.1, 1e-5)
+    torch.ops.mx_sparse.batch_norm_relu_backward(torch.ones_like(x), x, mean, invstd, None, scale, shift, True)
+    assert bn_launches() == before + 8
+    torch.testing.assert_close(y, torch.relu(torch.nn.functional.batch_norm(x, None, None, training=True)))
+
+
 @pytest.mark.parametrize("kind", ["subm", "conv", "inverse"])
 def test_gradcheck_through_the_cuda_path(kind):
     """First and second derivatives by finite differences (float64), on inputs small enough for

@@ -38,6 +38,7 @@ def test_every_configuration_compiled_for_sm80_and_sm90(records):
     filt = {(d, t.name()) for d, t in tiles.FILTER_TILES}
     assert {(r["dtype"], r["tile"]) for r in records if r["kernel"] == "gather_mm_kernel"} == gather
     assert {(r["dtype"], r["tile"]) for r in records if r["kernel"] == "filter_splits_kernel"} == filt
+    assert {r["kernel"] for r in records} >= set(cubins.BATCH_NORM_KERNELS)
     assert all(r["cubin_bytes"] > 0 and 0 < r["registers"] <= cubins.MAX_REGISTERS for r in records)
 
 
@@ -52,3 +53,5 @@ def test_the_resource_check_can_fail():
     assert cubins.problems([dict(ok, spill_stores=8)])
     assert cubins.problems([dict(ok, shared=cubins.MAX_SHARED[80] + 1)])
     assert not cubins.problems([dict(ok, arch="sm_90", shared=cubins.MAX_SHARED[80] + 1)])
+    assert not cubins.problems([dict(ok, fma=3)])                       # a gather kernel may contract
+    assert cubins.problems([dict(ok, kernel="backward_dx_kernel", fma=1)])

@@ -39,6 +39,8 @@ def test_dense_reference_and_property_tests_through_the_cuda_path(tmp_path):
     assert summary and int(summary.group(1)) >= 200 and " skipped" not in proc.stdout.splitlines()[-1], tail
     launched = {kernel for kernel, _, _, count in json.loads(report.read_text()) if count}
     assert {"gather_mm", "gather_mm_backprop_filter", "sum_splits"} <= launched
+    assert {"bn_row_sums", "bn_mean", "bn_squared_deviations", "bn_coefficients", "bn_scale_shift_relu",
+            "bn_backward_sums", "bn_backward_coefficients", "bn_backward_dx"} <= launched
 
 
 def test_importance_and_open3d_surface_through_the_cuda_path():

@@ -58,6 +58,18 @@ def test_bitwise_reproducible_run_to_run(dtype):
             assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("n,c,batch_stats", [(70000, 64, True), (3000, 19, False), (1, 5, True)])
+def test_batch_norm_relu_kernels_match_cpu_kernels(n, c, batch_stats, dtype):
+    """The fused BatchNorm+ReLU's Triton kernels (forward, running blend, recompute, backward)
+    against the C++ CPU kernels: bit for bit where the CPU runs its portable row loops, float64
+    always; else within tolerance (bn_cases.same_bits)."""
+    from bn_cases import compare_forward_and_backward, forward_case
+    args = forward_case(n, c, dtype, batch_stats, True, True, seed=n, device="cuda")
+    args[0][n // 2, 0] = float("nan")
+    compare_forward_and_backward(args)
+
+
 def test_network_step_matches_cpu_and_repeats_bitwise():
     cpu = network_step()
     gpu = network_step(device="cuda")
@@ -65,7 +77,7 @@ def test_network_step_matches_cpu_and_repeats_bitwise():
     for key, ref in cpu.items():
         if ref.is_floating_point():
             torch.testing.assert_close(gpu[key], ref, rtol=1e-4, atol=1e-5 * max(1.0, ref.abs().max().item()))
-    again = network_step(device="cuda")    # fused BatchNorm+ReLU too: torch's CUDA reductions
+    again = network_step(device="cuda")    # fused BatchNorm+ReLU too: fixed-order Triton reductions
     for key in gpu:
         assert torch.equal(again[key], gpu[key]), key
 

@@ -13,7 +13,8 @@ architecture's per-block limit, or on more registers than a thread may have.
 
 The configurations are tiles.GATHER_TILES / FILTER_TILES (every tile the dispatcher can pick),
 each dtype with its operand and accumulator types; float32 twice, as IEEE (the default) and as
-TF32 (when torch.backends.cuda.matmul.allow_tf32 is set). Scalars are int32 and never
+TF32 (when torch.backends.cuda.matmul.allow_tf32 is set); and the fused BatchNorm+ReLU's kernels
+(batch_norm_configurations). Scalars are int32 and never
 specialised (the kernels' do_not_specialize), pointers 16-byte aligned (launch.run passes no
 others): the one variant of each configuration that runs.
 
@@ -76,6 +77,68 @@ def configurations():
                      "BLOCK": "constexpr"}
         yield ("sum_splits_kernel", dtype, "-", f"b{tiles.SUM_SPLITS_BLOCK}", signature,
                {"BLOCK": tiles.SUM_SPLITS_BLOCK}, {"num_warps": 4, "num_stages": 1})
+    yield from batch_norm_configurations()
+
+
+# The fused BatchNorm+ReLU's kernels: compiled without multiply-add contraction (the CPU kernels'
+# bits), which ``problems`` checks in their PTX.
+BATCH_NORM_KERNELS = ("mean_kernel", "row_sums_kernel", "squared_deviations_kernel", "backward_sums_kernel",
+                      "coefficients_kernel", "backward_coefficients_kernel", "scale_shift_relu_kernel",
+                      "backward_dx_kernel")
+
+
+def batch_norm_configurations():
+    """The fused BatchNorm+ReLU's kernels (batch_norm_kernels.py) as batch_norm_relu.py launches
+    them for the fused layer: per-channel parameters and running statistics in the features' dtype,
+    each element-wise tile width, the coefficient kernels with batch and with running statistics
+    (every parameter present: the other flag combinations leave code out)."""
+    import triton.language as tl
+    from mx_sparse._cuda import batch_norm_relu as bn
+    f64 = "*fp64"
+    reduce_options = {"num_warps": bn.REDUCE_WARPS, "num_stages": 1, **bn.OPTIONS}
+    apply_options = {"num_warps": bn.APPLY_WARPS, "num_stages": 1, **bn.OPTIONS}
+    ints = {"n": "i32", "c": "i32"}
+    reduce = {"ROWS": bn.ROWS, "UNROLL": bn.UNROLL, "BLOCK_C": bn.REDUCE_C}
+    per_channel = {"UNROLL": bn.UNROLL, "BLOCK_C": bn.REDUCE_C}
+    widths = sorted({bn.apply_block_c(c) for c in range(1, bn.APPLY_C[1] + 1)})
+
+    def config(kernel, dtype, tile, pointers, scalars, constexprs, options):
+        signature = {**pointers, **scalars, **{name: "constexpr" for name in constexprs}}
+        return kernel, dtype, "-", tile, signature, constexprs, options
+
+    yield config("mean_kernel", "-", f"c{bn.REDUCE_C}", {"partial": f64, "mean": f64},
+                 {**ints, "nblocks": "i32"}, per_channel, reduce_options)
+    for dtype in ("fp32", "fp64", "bf16"):
+        ptr, held = POINTER[dtype], POINTER[ACC[dtype]]
+        T = {"T": tl.float64 if dtype == "fp64" else tl.float32}
+        tile = f"r{bn.ROWS}c{bn.REDUCE_C}"
+        yield config("row_sums_kernel", dtype, tile, {"x": ptr, "partial": f64}, ints, {**T, **reduce},
+                     reduce_options)
+        yield config("squared_deviations_kernel", dtype, tile, {"x": ptr, "mean": f64, "partial": f64}, ints,
+                     {**T, **reduce}, reduce_options)
+        yield config("backward_sums_kernel", dtype, tile,
+                     {"x": ptr, "dy": ptr, "scale": held, "shift": held, "mean": f64, "invstd": f64, "partial": f64},
+                     ints, {**T, **reduce}, reduce_options)
+        for batch_stats in (True, False):
+            mode = f"c{bn.REDUCE_C}-{'batch' if batch_stats else 'running'}"
+            present = {"HAS_WEIGHT": True, "HAS_BIAS": True, "HAS_RUNNING_MEAN": True, "HAS_RUNNING_VAR": True}
+            yield config("coefficients_kernel", dtype, mode,
+                         {"x": ptr, "partial": f64, "mean": f64, "invstd": f64, "scale": held, "shift": held,
+                          "weight": ptr, "bias": ptr, "running_mean": ptr, "running_var": ptr},
+                         {**ints, **{name: "i32" for name in ("nblocks", "momentum_hi", "momentum_lo", "eps_hi",
+                                                              "eps_lo")}},
+                         {**T, "BATCH_STATS": batch_stats, **present, **per_channel}, reduce_options)
+            yield config("backward_coefficients_kernel", dtype, mode,
+                         {"partial": f64, "invstd": f64, "weight": ptr, "k": held, "dgamma": ptr, "dbeta": ptr},
+                         {**ints, "nblocks": "i32"}, {**T, "BATCH_STATS": batch_stats, "HAS_WEIGHT": True,
+                                                       **per_channel}, reduce_options)
+        for block_c in widths:
+            apply = {**T, "BLOCK_R": bn.APPLY_ELEMENTS // block_c, "BLOCK_C": block_c}
+            yield config("scale_shift_relu_kernel", dtype, f"c{block_c}",
+                         {"x": ptr, "scale": held, "shift": held, "y": ptr}, ints, apply, apply_options)
+            yield config("backward_dx_kernel", dtype, f"c{block_c}",
+                         {"x": ptr, "dy": ptr, "scale": held, "shift": held, "mean": f64, "k": held, "dx": ptr},
+                         ints, apply, apply_options)
 
 
 _PTXAS = re.compile(r"Used (\d+) registers")
@@ -96,6 +159,7 @@ def load_widths(ptx: str) -> dict:
             "ld_vector_8B": vectors.count(8), "ld_vector_16B": vectors.count(16)}
 
 
+_FMA = re.compile(r"\bfma\.rn(?:\.ftz)?\.f(?:32|64)\b")
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -117,7 +181,8 @@ def compile_one(kernels, kernel, signature, constexprs, options, arch):
         raise RuntimeError(f"{kernel}: no ptxas resource report in the compile log:\n{text}")
     return {"registers": int(regs.group(1)), "spill_stores": int(spills.group(1)),
             "spill_loads": int(spills.group(2)), "shared": compiled.metadata.shared,
-            "cubin_bytes": len(compiled.asm["cubin"]), **load_widths(compiled.asm["ptx"])}
+            "cubin_bytes": len(compiled.asm["cubin"]), "fma": len(_FMA.findall(compiled.asm["ptx"])),
+            **load_widths(compiled.asm["ptx"])}
 
 
 def compile_all():
@@ -128,12 +193,13 @@ def compile_all():
     knobs.nvidia.dump_ptxas_log = True  # ptxas -v output, captured per compile
     with tempfile.TemporaryDirectory() as cache:
         knobs.cache.dir = cache             # a cold cache: every configuration runs ptxas
-        from mx_sparse._cuda import gather_kernels
+        from mx_sparse._cuda import batch_norm_kernels, gather_kernels
         records = []
         for kernel, dtype, precision, tile, signature, constexprs, options in configurations():
+            module = gather_kernels if hasattr(gather_kernels, kernel) else batch_norm_kernels
             for arch in ARCHS:
                 record = {"kernel": kernel, "dtype": dtype, "precision": precision, "tile": tile, "arch": f"sm_{arch}"}
-                record.update(compile_one(gather_kernels, kernel, signature, constexprs, options, arch))
+                record.update(compile_one(module, kernel, signature, constexprs, options, arch))
                 records.append(record)
     return records
 
@@ -150,6 +216,8 @@ def problems(records):
             found.append(f"{name}: {r['shared']} B shared memory > {MAX_SHARED[arch]} B")
         if r["registers"] > MAX_REGISTERS:
             found.append(f"{name}: {r['registers']} registers > {MAX_REGISTERS}")
+        if r["kernel"] in BATCH_NORM_KERNELS and r.get("fma", 0):
+            found.append(f"{name}: {r['fma']} fused multiply-adds (the CPU kernels round a * b + c twice)")
         if r["tile"].endswith("a") and r["kernel"] != "sum_splits_kernel" and r.get("ld_b16_scalar", 0):
             found.append(f"{name}: aligned variant with {r['ld_b16_scalar']} scalar 16-bit global loads")
         if (r["tile"].endswith("a") and r["kernel"] == "gather_mm_kernel" and r["dtype"] != "fp64"
