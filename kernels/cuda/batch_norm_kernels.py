@@ -1,5 +1,5 @@
 """The Triton kernels of the CUDA backend's fused BatchNorm+ReLU (host side: batch_norm_relu.py;
-contract: kernels/ops/schema.cpp; CPU kernels: kernels/cpu/batch_norm_relu_cpu.cpp with the row
+contract: kernels/schema/schema.cpp; CPU kernels: kernels/cpu/batch_norm_relu_cpu.cpp with the row
 loops of kernels/cpu/batch_norm_relu_rows.h). This module imports triton.
 
   row_sums_kernel:            partial[b, j] = sum of x[r, j] over the rows r of block b
