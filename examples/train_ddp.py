@@ -73,11 +73,21 @@ def crop(scene, width):
                 spatial_shape=[scene["spatial_shape"][0], width, width])
 
 
+# Finished collectives whose tensors Python created, kept until the interpreter exits. Otherwise a
+# gloo worker thread may drop the last reference to one and free its tensors, which takes the GIL,
+# while the main thread tears the process group down holding the GIL and joining those very
+# threads: the process then never exits (seen with torch 2.13's CPU build, rank 0 hanging after
+# its last line). Held here, the worker only lets go of its reference.
+_FINISHED_COLLECTIVES = []
+
+
 def replicas_identical(model: nn.Module) -> bool:
     """All processes hold the same parameters (what DDP guarantees after every step)."""
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     gathered = [torch.empty_like(flat) for _ in range(dist.get_world_size())]
-    dist.all_gather(gathered, flat)
+    work = dist.all_gather(gathered, flat, async_op=True)
+    work.wait()
+    _FINISHED_COLLECTIVES.append(work)
     return all(torch.equal(g, gathered[0]) for g in gathered)
 
 

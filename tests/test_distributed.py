@@ -138,10 +138,10 @@ def test_syncbatchnorm_runs_on_zero_voxels():
 def test_train_ddp_example_under_torchrun():
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            os.path.join(ROOT, "examples", "train_ddp.py"), "--steps", "2", "--scenes", "1", "--crop", "256"]
-    # the example on CPU tensors, without the switches this test session sets for other tests:
-    # with TRITON_INTERPRET=1 (tests/conftest.py) or inductor's variables inherited, rank 0 printed
-    # its result and then did not exit in the whole-suite run (cause not found; see the note of
-    # this round), and the test waited for its timeout
+    # the example as a user runs it, without the switches this test session sets for other tests.
+    # (Rank 0 used to print its result and then never exit, more often with TRITON_INTERPRET=1: a
+    # gloo worker freeing a collective's Python tensors needed the GIL that the exiting main thread
+    # held while joining it; examples/train_ddp.py keeps those collectives alive, _FINISHED_COLLECTIVES.)
     [(code, out, err)] = run_processes([cmd], env={"OMP_NUM_THREADS": "1"}, drop=("TRITON_INTERPRET",),
                                        drop_prefixes=("TORCHINDUCTOR", "_TORCHINDUCTOR"))
     assert code == 0, err[-3000:]
