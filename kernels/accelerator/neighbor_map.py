@@ -29,7 +29,7 @@ builder can be traced on fake CUDA tensors here (tests/cuda/test_fake_cuda_trace
 """
 import torch
 
-from . import host_sync, index_checks, op_args, voxel_keys
+from . import built_maps, host_sync, index_checks, op_args, voxel_keys
 
 NO_NEIGHBOR = -1
 primitives = torch.ops.mx_sparse
@@ -55,12 +55,18 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
     keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=reach), stable=True)
-    flags = index_checks.flags(idx, shape, batch_size, keys, order)
-    index_checks.raise_bad_rows(indices, shape, batch_size, *host_sync.read(flags, "build_subm_map: value checks"))
+    if not built_maps.indices_checked(indices, shape, batch_size):
+        # indices a builder emitted, or checked before on this grid, are not read again
+        flags = index_checks.flags(idx, shape, batch_size, keys, order)
+        index_checks.raise_bad_rows(indices, shape, batch_size,
+                                    *host_sync.read(flags, "build_subm_map: value checks"))
+        built_maps.vouch_indices(indices, shape, batch_size)
     deltas = voxel_keys.deltas(kernel, dilation, padded, True, dev)
     found = primitives._sorted_key_lookup(keys, keys, deltas, kernel[-1], bound)
     nbr = torch.empty((n, kvol), dtype=torch.int32, device=dev)
-    return nbr.index_copy_(0, order, _rows(found, order))    # sorted row s is input row order[s]
+    nbr.index_copy_(0, order, _rows(found, order))    # sorted row s is input row order[s]
+    built_maps.vouch_map(nbr, n)
+    return nbr
 
 
 def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
@@ -83,22 +89,32 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
     in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=shift), stable=True)
-    flags, outside = index_checks.flags_and_outside(idx, shape, batch_size, in_keys, order)
-    # the primitive takes rows inside the grid; until the one read below says whether the indices
-    # are valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
-    inside = torch.where(outside.unsqueeze(1), 0, indices)
-    pair_keys = _conv_out_keys(inside, shape, batch_size, kernel, stride, padding, pads_end, dilation)
-    out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
-    bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
-                                         "build_conv_map: value checks and output count")
-    index_checks.raise_bad_rows(indices, shape, batch_size, bad_row, dup_row)
+    checked = built_maps.indices_checked(indices, shape, batch_size)
+    if checked:     # indices a builder emitted or checked on this grid: only the count is read
+        pair_keys = _conv_out_keys(indices, shape, batch_size, kernel, stride, padding, pads_end, dilation)
+        out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
+        m, = host_sync.read(count, "build_conv_map: output count")
+    else:
+        flags, outside = index_checks.flags_and_outside(idx, shape, batch_size, in_keys, order)
+        # the primitive takes rows inside the grid; until the one read below says whether the indices
+        # are valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
+        inside = torch.where(outside.unsqueeze(1), 0, indices)
+        pair_keys = _conv_out_keys(inside, shape, batch_size, kernel, stride, padding, pads_end, dilation)
+        out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
+        bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
+                                             "build_conv_map: value checks and output count")
+        index_checks.raise_bad_rows(indices, shape, batch_size, bad_row, dup_row)
+        built_maps.vouch_indices(indices, shape, batch_size)
     if m >= op_args.INT32_MAX:
         raise ValueError(f"indices: {m} rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1")
     out_idx = voxel_keys.unpack(out_keys.narrow(0, 0, m), out_shape)
     query = voxel_keys.pack(out_idx, padded, scale=stride)
     deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev)
     found = primitives._sorted_key_lookup(query, in_keys, deltas, kernel[-1], bound)
-    return out_idx.int(), _rows(found, order)
+    out_idx, nbr = out_idx.int(), _rows(found, order)
+    built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
+    built_maps.vouch_map(nbr, n)
+    return out_idx, nbr
 
 
 def _conv_out_keys(indices, shape, batch_size, kernel, stride, pads_begin, pads_end, dilation):
@@ -126,6 +142,15 @@ def transpose_map(nbr, num_rows):
     cells = num_rows * kvol
     if m == 0 or kvol == 0:
         return torch.full((num_rows, kvol), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
+    rows = built_maps.built_rows(nbr)
+    if rows is not None and rows <= num_rows:
+        # a map a builder made: valid by construction, nothing to check or read; its transpose is
+        # kept with it for the next call
+        kept = built_maps.transpose_of(nbr)
+        if kept is None or kept.shape[0] != num_rows:
+            kept = _scatter_transpose(nbr, num_rows)
+            built_maps.keep_transpose(nbr, kept)
+        return kept
     nbr = nbr.contiguous()
     rows = torch.arange(m, device=nbr.device)
     bad = ((nbr < NO_NEIGHBOR) | (nbr >= num_rows)).any(1)
@@ -150,3 +175,14 @@ def transpose_map(nbr, num_rows):
     # each cell named once at most: its only row is the transpose
     named = first.narrow(0, 0, cells)
     return torch.where(named < m, named, NO_NEIGHBOR).int().view(num_rows, kvol)
+
+
+def _scatter_transpose(nbr, num_rows):
+    """The transpose of a valid map (entries in [-1, num_rows), each (input row, offset) once):
+    row m goes to cell (nbr[m, k], k); absent entries go to a spare row num_rows (-1 mod
+    num_rows + 1), dropped. Each kept cell has one writer: the result does not depend on the order."""
+    m, kvol = nbr.shape
+    target = nbr.long().remainder_(num_rows + 1)
+    out = torch.full((num_rows + 1, kvol), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
+    rows = torch.arange(m, dtype=torch.int32, device=nbr.device).unsqueeze(1).expand(m, kvol)
+    return out.scatter_(0, target, rows).narrow(0, 0, num_rows)

@@ -18,21 +18,23 @@ offsets in ascending offset order, as the ungated kernel did.
 The bitmask of a row has bit k set where nbr[m, k] >= 0, for the first 63 offsets (K <= 125:
 rows that differ only in later offsets sort together; that costs issued work, never results).
 
-Cache: keyed on the map tensor's identity, valid while its in-place version counter is
-unchanged -- or, for a map that eager training unpacked from its packed form (maps are held
-packed between layers and saved packed for backward: mx_sparse.packed_map), on that packed
-form, which never changes; a packed form made from a tensor whose plan exists takes that plan
-over. Weak keys: an entry goes with its tensor or packed form. An in-place write to a map bumps
-its version (a new plan) and gives it a new packed form. One entry per (map, block_m). The map's entries are range-checked
-(a device-side assertion) when a plan is first used with a given input row count, not on
-every GEMM call. A map made under inference_mode (an inference tensor: no version counter, so
-a write could not be seen) gets a new plan on every call, never cached. Every layer sharing an ``indice_key`` passes
-the same map tensor, and a symmetric map's input gradient runs on the map itself, so a
-training step builds each map's plan once.
+Cache: keyed on the map tensor's identity (weakly: an entry goes with its tensor), valid while
+its in-place version counter is unchanged; an in-place write bumps the version (a new plan).
+One entry per (map, block_m). A map made under inference_mode (an inference tensor: no version
+counter, so a write could not be seen) gets a new plan on every call, never cached. On CUDA a
+training step holds its maps dense (the orchestration does not pack them there,
+kernels/accelerator/registration.py PACKS_MAPS), every layer sharing an ``indice_key`` passes
+the same map tensor, and a symmetric map's input gradient runs on the map itself, so a training
+step builds each map's plan once.
+
+The map's entries are range-checked (a device-side assertion) once per plan and input row
+count -- and not at all for a map an accelerator builder made (kernels/accelerator/built_maps.py:
+its entries are known to lie in [-1, rows)), which is every map of a training step.
 """
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .._accelerator import built_maps
 from . import launch
 
 # The number of offsets whose presence bits make up the sort key (int64, sign bit unused).
@@ -83,26 +85,16 @@ def _entries(key) -> dict:
 def plan(nbr: torch.Tensor, block_m: int, num_rows: int) -> MapPlan:
     """The (cached) schedule of ``nbr`` for tiles of ``block_m`` rows, its entries checked
     against ``num_rows`` input rows (once per map and row count, launch.check_map_rows)."""
-    from mx_sparse import packed_map     # not at import: mx_sparse imports this package while it loads
-    packed = packed_map.unpacked_from(nbr)
     if nbr.is_inference():
         # no version counter: an in-place write could not be seen, so the plan is not cached
         found = _build(nbr, block_m)
-    elif packed is None:
+    else:
         found = _entries(nbr).get(block_m)
         if found is None or found.version != nbr._version:
             found = _entries(nbr)[block_m] = _build(nbr, block_m)
-    else:
-        found = _entries(packed).get(block_m)
-        if found is None:
-            source = packed_map.packed_from(packed)
-            if source is not None and source[0]._version == source[1]:
-                taken = _cache.get(source[0], {}).get(block_m)
-                found = taken if taken is not None and taken.version == source[1] else None
-            if found is None:
-                found = _build(nbr, block_m)
-            _entries(packed)[block_m] = found
     if num_rows not in found.checked_rows:
-        launch.check_map_rows(nbr, "nbr", num_rows)
+        rows = built_maps.built_rows(nbr)
+        if rows is None or rows > num_rows:
+            launch.check_map_rows(nbr, "nbr", num_rows)
         found.checked_rows.add(num_rows)
     return found

@@ -109,8 +109,12 @@ def test_map_builders(trace):
           ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
     reads.clear()
     log.ops.clear()
+    t = CUDA["transpose_map"](nbr, 100)     # a map the builder made: nothing to check, nothing read
+    assert t.device.type == "cuda" and t.shape == (100, 27)
+    check(log, reads, [], [])
+    assert CUDA["transpose_map"](nbr, 100) is t            # kept with the map
     answers["transpose_map: entries in range, each (input row, offset) once"] = [BIG, BIG]
-    t = CUDA["transpose_map"](nbr, 100)
+    t = CUDA["transpose_map"](cuda(37, 27, dtype=torch.int32), 100)     # any other map is checked
     assert t.device.type == "cuda" and t.shape == (100, 27)
     check(log, reads, ["transpose_map: entries in range, each (input row, offset) once"], [])
     reads.clear()
@@ -129,6 +133,27 @@ def test_map_builders(trace):
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
     check(log, reads, ["build_conv_map: value checks and output count"],
           ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
+
+
+def test_checked_indices_are_not_read_again(trace):
+    """Indices that passed a builder's checks, or that a builder emitted, are not checked again on a
+    grid and batch at least as large: a submanifold map on them reads nothing, a strided one its
+    output count only. Larger batch or grid: still vouched for; smaller: checked again."""
+    _, log, reads, answers = trace
+    indices = index_rows(100)
+    answers["build_subm_map: value checks"] = [BIG, BIG]
+    CUDA["build_subm_map"](indices, [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
+    answers["build_conv_map: output count"] = [37]
+    out, _ = CUDA["build_conv_map"](indices, [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    CUDA["build_subm_map"](out, [5, 6, 7], 2, [3, 3, 3], [1, 1, 1])
+    CUDA["build_subm_map"](indices, [11, 12, 14], 3, [3, 3, 3], [1, 1, 1])
+    check(log, reads, ["build_subm_map: value checks", "build_conv_map: output count"])
+    CUDA["build_subm_map"](indices, [9, 12, 14], 2, [3, 3, 3], [1, 1, 1])
+    CUDA["build_subm_map"](out, [5, 6, 7], 1, [3, 3, 3], [1, 1, 1])
+    indices.add_(0)                          # written in place: checked again
+    CUDA["build_subm_map"](indices, [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
+    check(log, reads, ["build_subm_map: value checks", "build_conv_map: output count"]
+          + ["build_subm_map: value checks"] * 3)
 
 
 def test_packed_maps(trace):

@@ -26,7 +26,30 @@ def scene(shape=(9, 10, 11), batch=3, seed=0):
 def test_subm_map_bitwise_equal(kernel, dilation):
     idx = scene()
     args = ([9, 10, 11], 3, list(kernel), list(dilation))
-    assert torch.equal(CUDA["build_subm_map"](idx, *args), CPU.build_subm_map(idx, *args))
+    nbr = CUDA["build_subm_map"](idx, *args)
+    assert torch.equal(nbr, CPU.build_subm_map(idx, *args))
+    # the transpose of a map the builder made (no checks: kernels/accelerator/built_maps.py)
+    assert torch.equal(CUDA["transpose_map"](nbr, idx.shape[0]), CPU.transpose_map(nbr, idx.shape[0]))
+
+
+def test_built_maps_and_indices_are_checked_again_once_written():
+    """What a builder vouched for (its map, checked or emitted indices) is checked again after an
+    in-place write, with the CPU backend's errors."""
+    idx = scene(seed=2)
+    args = ([9, 10, 11], 3, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    out, nbr = CUDA["build_conv_map"](idx, *args)
+    first = CUDA["transpose_map"](nbr, idx.shape[0])
+    assert CUDA["transpose_map"](nbr, idx.shape[0]) is first             # kept with the map
+    assert CUDA["transpose_map"](nbr, idx.shape[0] + 5).shape[0] == idx.shape[0] + 5
+    nbr[1, 4] = nbr[0, 4] = 0                       # input row 0 named twice at offset 4
+    assert _error(lambda: CUDA["transpose_map"](nbr, idx.shape[0])) == \
+        _error(lambda: CPU.transpose_map(nbr, idx.shape[0]))
+    out[1] = out[0]                                 # a duplicate voxel in the emitted indices
+    sub = ([5, 5, 6], 3, [3, 3, 3], [1, 1, 1])
+    assert _error(lambda: CUDA["build_subm_map"](out, *sub)) == _error(lambda: CPU.build_subm_map(out, *sub))
+    CUDA["build_subm_map"](idx, [9, 10, 11], 3, [3, 3, 3], [1, 1, 1])    # checked: vouched for
+    idx[0, 1] = 9                                   # outside the grid
+    assert _error(lambda: CUDA["build_conv_map"](idx, *args)) == _error(lambda: CPU.build_conv_map(idx, *args))
 
 
 @pytest.mark.parametrize("kernel,stride,padding,dilation", CONV)
