@@ -6,7 +6,7 @@ kernels/ops/schema.cpp). Autograd (C++, Autograd key), autocast and the fake ker
   binding is loaded (it supplies the NPU primitives).
 - The five primitives: the torch-operator fallbacks (fallback.py) under
   CompositeExplicitAutograd, i.e. for every device without a kernel of its own; the two Triton
-  gathers (mx_sparse._cuda) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
+  gathers and two Triton map primitives (mx_sparse._cuda: _conv_out_keys, _sorted_key_lookup) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
   C++ binding, kernels/ascend/binding/mx_sparse_npu.cpp).
 - ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration and the Triton gathers for the CPU
   key too (and voxelization's C++ torch-operator version), replacing the C++ CPU kernels: every
@@ -85,8 +85,9 @@ def npu_on_cpu_requested() -> bool:
 
 
 def _cuda_primitives() -> dict:
-    from .._cuda import gather_mm as cuda_gather_mm   # imports no triton (launch does, on first use)
-    return cuda_gather_mm.PRIMITIVES
+    """The primitives CUDA has Triton kernels for (the others: the fallbacks)."""
+    from .._cuda import gather_mm, map_primitives   # import no triton (launch does, on first use)
+    return {**map_primitives.PRIMITIVES, **gather_mm.PRIMITIVES}
 
 
 def _voxelize_cuda_path():

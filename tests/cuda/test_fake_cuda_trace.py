@@ -196,6 +196,20 @@ def test_triton_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
     check(log, reads, [])
 
 
+def test_triton_map_primitives_launch_kernels_on_cuda_tensors(trace):
+    """_conv_out_keys and _sorted_key_lookup on CUDA: one launch each, no host read, no CPU tensor."""
+    from mx_sparse._cuda import map_primitives
+    _, log, reads, _ = trace
+    before = sum(launch.launches.values())
+    pairs = map_primitives.conv_out_keys(index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    assert pairs.device.type == "cuda" and pairs.shape == (2700,) and pairs.dtype == torch.int64
+    keys, deltas = cuda(100, dtype=torch.int64), cuda(27, dtype=torch.int64)
+    found = map_primitives.sorted_key_lookup(keys, keys, deltas, 3, 1000)
+    assert found.device.type == "cuda" and found.shape == (100, 27) and found.dtype == torch.int32
+    assert sum(launch.launches.values()) == before + 2
+    check(log, reads, [])
+
+
 def test_fallback_primitives_stay_on_the_device_without_syncs(trace):
     """The torch-operator primitives CUDA runs for the maps (and any device for any primitive
     it lacks), traced themselves: no host read, no CPU tensor."""
