@@ -108,7 +108,9 @@ def _stub_triton_launches():
 
     def record(kernel, name, dtype_name, tile_name, grid, tensors, *args, **constexprs):
         if name not in STUBBED_KERNELS:
-            return run(kernel, name, dtype_name, tile_name, grid, tensors, *args, **constexprs)
+            # the interpreter's own tensor copies are no device work: run outside the counting mode
+            with torch.utils._python_dispatch._disable_current_modes():
+                return run(kernel, name, dtype_name, tile_name, grid, tensors, *args, **constexprs)
         launch.launches[(name, dtype_name, tile_name)] += 1
 
     launch.run = record

@@ -36,8 +36,9 @@ primitives = torch.ops.mx_sparse
 
 
 def _rows(found, order):
-    """Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32."""
-    rows = torch.take(order.int(), found.long().clamp_(min=0))
+    """Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32 (index_select
+    takes the int32 positions as they are)."""
+    rows = order.int().index_select(0, found.clamp(min=0).view(-1)).view(found.shape)
     return torch.where(found >= 0, rows, NO_NEIGHBOR)
 
 
