@@ -100,3 +100,34 @@ def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, s, kvol, c, steps,
     hit = inside & (lo < c)
     found = hit & (tl.load(sorted_keys + lo, mask=hit, other=0) == q)
     tl.store(out + e, tl.where(found, lo, -1).to(tl.int32), mask=inside)
+
+
+@triton.jit
+def _first_of_run(sorted_keys, i, c):
+    """1 where position i holds the first of a run of equal keys (sentinels INT64_MAX excluded)."""
+    inside = i < c
+    key = tl.load(sorted_keys + i, mask=inside, other=INT64_MAX)
+    before = tl.load(sorted_keys + i - 1, mask=inside & (i > 0), other=INT64_MAX)
+    return ((key != INT64_MAX) & ((i == 0) | (key != before))).to(tl.int32), key
+
+
+@triton.jit(do_not_specialize=_SCALARS)
+def first_of_runs_kernel(sorted_keys, first, c, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    flag, _ = _first_of_run(sorted_keys, i, c)
+    tl.store(first + i, flag, mask=i < c)
+
+
+@triton.jit(do_not_specialize=_SCALARS)
+def compact_runs_kernel(sorted_keys, runs, unique, count, c, BLOCK: tl.constexpr):
+    """Each run's key to slot runs[i] - 1 (runs: the inclusive running count of first flags);
+    slots from the total on hold INT64_MAX (disjoint from the written ones: no order between
+    programs needed)."""
+    pid = tl.program_id(0)
+    i = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    flag, key = _first_of_run(sorted_keys, i, c)
+    slot = tl.load(runs + i, mask=i < c, other=1).to(tl.int64) - 1
+    tl.store(unique + slot, key, mask=flag == 1)
+    total = tl.load(runs + c - 1).to(tl.int64)
+    tl.store(unique + i, tl.full((BLOCK,), INT64_MAX, tl.int64), mask=(i < c) & (i >= total))
+    tl.store(count, total.to(tl.int32), mask=pid == 0)

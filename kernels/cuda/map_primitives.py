@@ -1,7 +1,7 @@
 """The CUDA backend's map primitives (host side): _conv_out_keys and _sorted_key_lookup as one
-Triton launch each (map_kernels.py) instead of the torch-operator fallbacks (fallback.py), whose
-contracts (kernels/ops/schema.cpp) and results they keep bit for bit. _unique_sorted_keys stays
-the fallback (a scan: a cumsum and a scatter, a few kernels). Nothing is read on the host.
+Triton launch each, _unique_sorted_keys as two around one torch cumsum (of the first-of-run flags)
+(map_kernels.py), instead of the torch-operator fallbacks (fallback.py), whose contracts
+(kernels/ops/schema.cpp) and results they keep bit for bit. Nothing is read on the host.
 """
 import torch
 
@@ -12,6 +12,10 @@ from . import launch
 BLOCK = 1024
 # conv_out_keys_kernel's axes (more: the fallback).
 MAX_AXES = 4
+# CUDA's limit on the second grid dimension (conv_out_keys_kernel's blocks of rows).
+MAX_GRID_Y = 65535
+# The kernels take their sizes as int32 scalars; larger problems run the fallbacks.
+INT32_LIMIT = 2**31 - 1
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -24,7 +28,7 @@ def _per_axis(values, fill):
 
 def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
     ndim = len(spatial_shape)
-    if ndim > MAX_AXES or indices.shape[1] != 1 + ndim:
+    if ndim > MAX_AXES or indices.shape[1] != 1 + ndim or _cdiv(indices.shape[0], BLOCK) > MAX_GRID_Y:
         return fallback.conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
     out_shape = [(spatial_shape[d] + 2 * padding[d] - dilation[d] * (kernel_size[d] - 1) - 1) // stride[d] + 1
                  for d in range(ndim)]
@@ -42,6 +46,8 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
 
 def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     s, kvol, c = query_keys.shape[0], key_deltas.shape[0], sorted_keys.shape[0]
+    if s * kvol >= INT32_LIMIT or c >= INT32_LIMIT:
+        return fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
     out = torch.empty((s, kvol), dtype=torch.int32, device=query_keys.device)
     if c == 0:
         return out.fill_(fallback.NO_NEIGHBOR)
@@ -52,7 +58,28 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     return out
 
 
+def unique_sorted_keys(sorted_keys):
+    c, dev = sorted_keys.shape[0], sorted_keys.device
+    if c >= INT32_LIMIT:
+        return fallback.unique_sorted_keys(sorted_keys)
+    unique = torch.empty((c,), dtype=torch.int64, device=dev)
+    count = torch.empty((1,), dtype=torch.int32, device=dev)
+    if c == 0:
+        return unique, count.zero_()
+    sorted_keys = launch.aligned(sorted_keys)
+    blocks = _cdiv(c, BLOCK)
+    first = torch.empty((c,), dtype=torch.int32, device=dev)
+    k = launch.map_kernels()
+    launch.run(k.first_of_runs_kernel, "first_of_runs", "int64", f"b{BLOCK}", (blocks,), (sorted_keys, first),
+               c, BLOCK=BLOCK)
+    runs = torch.cumsum(first, 0, dtype=torch.int32)     # c < 2^31 - 1 (above: the fallback)
+    launch.run(k.compact_runs_kernel, "compact_runs", "int64", f"b{BLOCK}", (blocks,),
+               (sorted_keys, runs, unique, count), c, BLOCK=BLOCK)
+    return unique, count
+
+
 PRIMITIVES = {
     "_conv_out_keys": conv_out_keys,
     "_sorted_key_lookup": sorted_key_lookup,
+    "_unique_sorted_keys": unique_sorted_keys,
 }

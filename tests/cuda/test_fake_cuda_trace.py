@@ -197,7 +197,8 @@ def test_triton_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
 
 
 def test_triton_map_primitives_launch_kernels_on_cuda_tensors(trace):
-    """_conv_out_keys and _sorted_key_lookup on CUDA: one launch each, no host read, no CPU tensor."""
+    """_conv_out_keys and _sorted_key_lookup on CUDA: one launch each, _unique_sorted_keys two; no
+    host read, no CPU tensor."""
     from mx_sparse._cuda import map_primitives
     _, log, reads, _ = trace
     before = sum(launch.launches.values())
@@ -206,7 +207,10 @@ def test_triton_map_primitives_launch_kernels_on_cuda_tensors(trace):
     keys, deltas = cuda(100, dtype=torch.int64), cuda(27, dtype=torch.int64)
     found = map_primitives.sorted_key_lookup(keys, keys, deltas, 3, 1000)
     assert found.device.type == "cuda" and found.shape == (100, 27) and found.dtype == torch.int32
-    assert sum(launch.launches.values()) == before + 2
+    unique, count = map_primitives.unique_sorted_keys(pairs)
+    assert unique.shape == (2700,) and count.shape == (1,) and count.dtype == torch.int32
+    assert {unique.device.type, count.device.type} == {"cuda"}
+    assert sum(launch.launches.values()) == before + 4
     check(log, reads, [])
 
 

@@ -113,6 +113,28 @@ def test_empty_and_single_voxel():
     assert torch.equal(CUDA["transpose_map"](nbr, 0), CPU.transpose_map(nbr, 0))
 
 
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_triton_map_primitives_equal_the_fallbacks(ndim):
+    """kernels/cuda/map_kernels.py against the torch-operator fallbacks, bit for bit: output keys
+    of every (offset, input) pair, their compaction (sentinels, runs across program blocks), and the
+    sorted-key lookup (absent keys, an empty key set)."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import map_primitives
+    shape = {1: [3000], 2: [40, 50], 3: [9, 10, 11], 4: [4, 5, 3, 6]}[ndim]
+    idx = voxels(shape, 3, density=0.3, seed=ndim)
+    geometry = (shape, 3, [3] * ndim, [2] + [1] * (ndim - 1), [1] * ndim, [1] * (ndim - 1) + [2])
+    pairs = map_primitives.conv_out_keys(idx, *geometry)
+    assert torch.equal(pairs, fallback.conv_out_keys(idx, *geometry))
+    ordered = torch.sort(pairs).values
+    for a, b in zip(map_primitives.unique_sorted_keys(ordered), fallback.unique_sorted_keys(ordered)):
+        assert torch.equal(a, b)
+    keys = torch.sort(torch.randint(0, 5000, (1500,), generator=torch.Generator().manual_seed(ndim))).values
+    query, deltas = keys[::3].contiguous() + 1, torch.tensor([-7, -1, 0, 2, 40])
+    for sorted_keys in (keys, keys[:0]):
+        assert torch.equal(map_primitives.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000),
+                           fallback.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000))
+
+
 def _error(fn):
     with pytest.raises(ValueError) as info:
         fn()
