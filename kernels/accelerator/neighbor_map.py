@@ -1,7 +1,7 @@
 """Map builders and map transpose of the accelerator backends (CUDA, NPU), written once with
 torch operators around the device primitives (kernels/ops/schema.cpp), reached through the
 dispatcher. The algorithm is the one the NPU binding ran (keys on a padded grid, a sorted-key
-lookup, un-permutation); on CUDA the three map primitives are the torch-operator fallbacks.
+lookup, un-permutation); on CUDA the three map primitives are Triton kernels (kernels/cuda/map_kernels.py).
 
 The contract is the CPU builders' (kernels/cpu/neighbor_map_cpu.cpp): the same checks with the
 same ValueErrors, and the same maps bit for bit. A map is a function of its inputs alone (each
@@ -17,10 +17,13 @@ cell names the one voxel at that position), so no order of work can change it:
   (and padded above by the kernel's reach) the key of o*s plus offset k's (uncentred) delta, so
   the same lookup of those query keys in the sorted input keys gives the map.
 
-Each builder reads the device once (host_sync.py): its value checks, and for the strided map
-the number of outputs, travel in one small tensor; the lookup runs only on checked indices, and
-``_conv_out_keys`` (which runs before that read) sees rows outside the grid replaced by a valid
-one, so every primitive gets input inside its contract.
+Each builder reads the device at most once (host_sync.py): its value checks, and for the strided
+map the number of outputs, travel in one small tensor; the lookup runs only on checked indices,
+and ``_conv_out_keys`` (which runs before that read) sees rows outside the grid replaced by a
+valid one, so every primitive gets input inside its contract. What a builder establishes it
+vouches for (built_maps.py): checked or emitted indices are not checked again (a submanifold
+map on them reads nothing, a strided one only its output count), and a built map's transpose is
+one scatter with no checks, kept with the map.
 
 Indexing is spelled with select / narrow / take and rows are written with index_copy_: the
 same operators as Python's indexing, without the device guard that Python's indexing and copy_
