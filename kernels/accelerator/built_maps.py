@@ -17,6 +17,7 @@ never registered: a write to it could not be seen):
 Nothing here reads device data. Under torch.compile the ops run on the graph's tensors: a tensor
 the registry does not know is checked as before.
 """
+import weakref
 from typing import Optional, Sequence
 
 import torch
@@ -88,3 +89,28 @@ def keep_transpose(nbr: torch.Tensor, nbr_t: torch.Tensor) -> None:
     if entry is not None and _version(nbr_t) is not None:
         entry.transpose, entry.transpose_version = nbr_t, nbr_t._version
         vouch_map(nbr_t, nbr.shape[0])
+
+
+# Packed forms pack_map made (keyed by their values tensor): the three tensors as made (identity
+# and version), and the input row count of the map, if a builder made it. Lets unpack_map skip
+# its consistency checks (and their host read) for a packed form nobody has changed, and vouch
+# for the map it gives back as for the map that was packed.
+_packed_forms = WeakIdKeyDictionary()
+
+
+def vouch_packed(nbr: torch.Tensor, mask: torch.Tensor, values: torch.Tensor, block_starts: torch.Tensor) -> None:
+    """``(mask, values, block_starts)`` is pack_map's output for ``nbr`` (consistent by construction)."""
+    versions = [_version(t) for t in (mask, values, block_starts)]
+    if None not in versions:
+        _packed_forms[values] = (weakref.ref(mask), weakref.ref(block_starts), versions, built_rows(nbr))
+
+
+def packed_unchanged(mask: torch.Tensor, values: torch.Tensor, block_starts: torch.Tensor):
+    """(True, rows or None) when the three tensors are one packed form as pack_map made it, unchanged;
+    else (False, None)."""
+    entry = _packed_forms.get(values)
+    if entry is None or entry[0]() is not mask or entry[1]() is not block_starts:
+        return False, None
+    if entry[2] != [_version(t) for t in (mask, values, block_starts)]:
+        return False, None
+    return True, entry[3]

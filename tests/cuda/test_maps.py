@@ -245,6 +245,18 @@ def test_pack_and_unpack_errors_match_cpu():
             unpack(flipped, values, starts, 27)
 
 
+def test_unpack_checks_a_packed_form_written_in_place():
+    """unpack_map trusts pack_map's own output only while none of its three tensors is written to."""
+    idx = scene(seed=7)
+    nbr = CUDA["build_subm_map"](idx, [9, 10, 11], 3, [3, 3, 3], [1, 1, 1])
+    mask, values, starts = CUDA["pack_map"](nbr)
+    assert torch.equal(CUDA["unpack_map"](mask, values, starts, 27), nbr)
+    mask[0, 0] ^= 1
+    for unpack in (CUDA["unpack_map"], CPU.unpack_map):
+        with pytest.raises(ValueError, match="do not match their block_starts share"):
+            unpack(mask, values, starts, 27)
+
+
 def test_unpack_checks_decreasing_starts():
     nbr = torch.full((2048, 3), -1, dtype=torch.int32)
     nbr[:, 0] = 1
