@@ -15,7 +15,7 @@ import triton.language as tl
 
 INT64_MAX = 2**63 - 1
 
-_SCALARS = ["n", "kvol", "s", "c", "steps"]
+_SCALARS = ["n", "kvol", "s", "c", "steps", "cells"]
 
 
 @triton.jit
@@ -31,7 +31,7 @@ def _axis(ok, k_rest, coord, shape_out, kernel, stride, pad, dil):
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def conv_out_keys_kernel(indices, out, n, kvol,
+def conv_out_keys_kernel(indices, out, n, kvol, cells,
                          o0, o1, o2, o3, k0, k1, k2, k3, s0, s1, s2, s3, p0, p1, p2, p3, d0, d1, d2, d3,
                          NDIM: tl.constexpr, BLOCK: tl.constexpr):
     k = tl.program_id(0)
@@ -70,14 +70,7 @@ def conv_out_keys_kernel(indices, out, n, kvol,
                 a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
                 key = ((a0 * o1 + a1) * o2 + a2) * o3 + a3
     batch = tl.load(indices + rows * width, mask=inside, other=0).to(tl.int64)
-    shape = o0
-    if NDIM > 1:
-        shape = shape * o1
-    if NDIM > 2:
-        shape = shape * o2
-    if NDIM > 3:
-        shape = shape * o3
-    key = batch * shape + key
+    key = batch * cells + key       # cells: the grid's product, from the host (beyond int32)
     tl.store(out + k.to(tl.int64) * n + rows, tl.where(ok, key, INT64_MAX), mask=inside)
 
 

@@ -33,12 +33,12 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
     out_shape = [(spatial_shape[d] + 2 * padding[d] - dilation[d] * (kernel_size[d] - 1) - 1) // stride[d] + 1
                  for d in range(ndim)]
     n = indices.shape[0]
-    kvol = 1
-    for k in kernel_size:
-        kvol *= k
+    kvol, cells = 1, 1
+    for k, o in zip(kernel_size, out_shape):
+        kvol, cells = kvol * k, cells * o
     out = torch.empty((kvol * n,), dtype=torch.int64, device=indices.device)
     launch.run(launch.map_kernels().conv_out_keys_kernel, "conv_out_keys", "int64", f"b{BLOCK}",
-               (kvol, _cdiv(n, BLOCK), 1), (launch.aligned(indices), out), n, kvol,
+               (kvol, _cdiv(n, BLOCK), 1), (launch.aligned(indices), out), n, kvol, cells,
                *_per_axis(out_shape, 1), *_per_axis(kernel_size, 1), *_per_axis(stride, 1),
                *_per_axis(padding, 0), *_per_axis(dilation, 1), NDIM=ndim, BLOCK=BLOCK)
     return out

@@ -135,6 +135,18 @@ def test_triton_map_primitives_equal_the_fallbacks(ndim):
                            fallback.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000))
 
 
+def test_triton_output_keys_on_a_grid_beyond_int32():
+    """2^20 cells per axis: output keys reach 2^58 (int64 products in the kernel)."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import map_primitives
+    big = 2**20
+    idx = torch.tensor([[0, big - 1, big - 1, big - 1], [0, big - 2, big - 1, big - 1], [1, 0, 0, 0],
+                        [1, 0, big - 1, 1]], dtype=torch.int32)
+    geometry = ([big] * 3, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    pairs = map_primitives.conv_out_keys(idx, *geometry)
+    assert torch.equal(pairs, fallback.conv_out_keys(idx, *geometry)) and int(pairs[pairs < 2**63 - 1].max()) > 2**57
+
+
 def _error(fn):
     with pytest.raises(ValueError) as info:
         fn()
