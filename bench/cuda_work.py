@@ -14,7 +14,9 @@ CUDA backend's code). Per layer and for the step:
   executed-step counter on small layers (tests/cuda/test_interpreted_kernels.py);
 - torch kernels, Triton launches, host reads: counted by bench.host_ops' TorchDispatchMode on
   the real step, with each Triton launch replaced by a counting stand-in that leaves the
-  launch's outputs as allocated (uninitialised: the counts and the maps do not depend on them).
+  launch's outputs as allocated (uninitialised: the counts and the maps do not depend on them;
+  the issued MACs are computed afterwards from plans built by map_plan.reference_build, the
+  torch version the plan kernels are tested against).
 
 The maps are the ones the CUDA path builds (kernels/accelerator, bit-equal to the CPU backend's,
 tests/cuda/test_maps.py). The last line is
@@ -107,6 +109,10 @@ def run(scene):
         loss.backward()
     counts = {"torch_kernels": sum(counter.ops.values()), "triton_launches": sum(launches.values()) - before,
               "host_reads": sum(reads.values()) + counter.scalar_reads, "voxels": x.indices.shape[0]}
+    # the plans the step made came from stubbed launches: the schedule takes the torch reference's
+    from mx_sparse._cuda import map_plan
+    map_plan._cache.clear()
+    map_plan._build = map_plan.reference_build
     return per_layer(calls), counts
 
 

@@ -13,8 +13,9 @@ mx_sparse op through the dispatcher as in training. A TorchDispatchMode counts:
   fallbacks), which on a GPU are CUDA kernels each -- plus the aten operators of the step outside
   mx_sparse (the network's own, autograd's). Operators that launch no kernel (views, metadata,
   allocations, a ``to``/``contiguous`` that returns its input) are counted separately.
-- device kernels: ``--path cuda``: Triton launches (recorded by launch.run and NOT run: the
-  gathers' values are left uninitialised, which changes no count; maps do not depend on them);
+- device kernels: ``--path cuda``: Triton launches (recorded by launch.run; the gathers' and the
+  map plans' are NOT run: their outputs are left uninitialised, which changes no count; the map
+  primitives' kernels run, interpreted, since the maps are built from their outputs);
   ``--path npu``: each call of one of the five primitives is one AscendC kernel launch (not traced
   inside: under MXS_CUDA_ON_CPU=1 the CUDA primitives stand in for them, under MXS_NPU_ON_CPU=1
   the emulator runs them).
@@ -52,11 +53,11 @@ def _implementations(path):
     except ImportError:
         pass
     from mx_sparse._accelerator import fallback, registration
-    from mx_sparse._cuda import gather_mm as cuda_primitives
     inline = dict(registration.ORCHESTRATION)
     if path == "cuda":
-        inline.update(cuda_primitives.PRIMITIVES)
-        inline.update({k: v for k, v in fallback.PRIMITIVES.items() if k not in cuda_primitives.PRIMITIVES})
+        cuda_primitives = registration._cuda_primitives()
+        inline.update(cuda_primitives)
+        inline.update({k: v for k, v in fallback.PRIMITIVES.items() if k not in cuda_primitives})
         opaque = set()
     else:
         opaque = set(registration.PRIMITIVE_NAMES)
@@ -93,11 +94,23 @@ class HostOpCounter(TorchDispatchMode):
         return out
 
 
+# The Triton kernels whose outputs no count depends on: the compute kernels, and the map plans'
+# (bench.cuda_work computes the schedule from the plans' torch version). The map primitives'
+# kernels run (interpreted): the maps are built from their outputs.
+STUBBED_KERNELS = {"gather_mm", "gather_mm_backprop_filter", "sum_splits", "row_mask", "tile_plan"}
+
+
 def _stub_triton_launches():
-    """launch.run records the launch and returns (outputs stay uninitialised)."""
+    """launch.run records every launch; those of STUBBED_KERNELS stop there (outputs stay
+    uninitialised), the others run."""
     from mx_sparse._cuda import launch
+    run = launch.run
 
     def record(kernel, name, dtype_name, tile_name, grid, tensors, *args, **constexprs):
+        if name not in STUBBED_KERNELS:
+            # the interpreter's own tensor copies are no device work: run outside the counting mode
+            with torch.utils._python_dispatch._disable_current_modes():
+                return run(kernel, name, dtype_name, tile_name, grid, tensors, *args, **constexprs)
         launch.launches[(name, dtype_name, tile_name)] += 1
 
     launch.run = record

@@ -9,7 +9,8 @@ only the present entries plus one bit per (row, offset): a third of the bytes or
 ``HeldMap`` is one map in either form: dense while layers use it, packed after
 ``release()``; ``dense()`` unpacks it again on demand. Packing is lazy (only a
 map that is released or saved for backward is packed) and only on devices whose backend
-has pack_map/unpack_map kernels (CPU, CUDA). Who uses
+holds maps packed: CPU and NPU, not CUDA (where a pack costs host reads; the accelerator
+orchestration's choice, kernels/accelerator/registration.py PACKS_MAPS). Who uses
 the packed form: a layer that moves on to another map releases the others
 (``SparseConvolution``), and autograd saves maps for backward packed
 (saved_tensors.py).
@@ -30,13 +31,6 @@ from .compile_support import is_compiling
 # holder -> map). Not an attribute of the tensor, which would travel into pickles.
 _HOLDERS = WeakIdKeyDictionary()
 
-# Which packed form a dense map was unpacked from, and which dense map (at which version) a packed
-# form was packed from: both weakly. Lets a cache of data derived from a map (the CUDA kernels'
-# row order, kernels/cuda/map_plan.py) outlive the map's pack / unpack round trips.
-_UNPACKED_FROM = WeakIdKeyDictionary()
-_PACKED_FROM = WeakIdKeyDictionary()
-
-
 @dataclass(frozen=True)
 class PackedMap:
     """``pack_map``'s three tensors and the kernel volume: everything ``unpack`` needs."""
@@ -47,39 +41,19 @@ class PackedMap:
 
     @staticmethod
     def of(nbr: torch.Tensor) -> "PackedMap":
-        packed = PackedMap(*ops.pack_map(nbr), nbr.shape[1])
-        if not nbr.is_inference():      # an inference tensor has no version counter to check later
-            _PACKED_FROM[packed] = (weakref.ref(nbr), nbr._version)
-        return packed
+        return PackedMap(*ops.pack_map(nbr), nbr.shape[1])
 
     def unpack(self) -> torch.Tensor:
-        dense = ops.unpack_map(self.mask, self.values, self.block_starts, self.kvol)
-        if not dense.is_inference():    # unpacked under inference_mode: no version counter (see unpacked_from)
-            _UNPACKED_FROM[dense] = weakref.ref(self)
-        return dense
-
-
-def unpacked_from(t: torch.Tensor) -> Optional[PackedMap]:
-    """The packed form ``t`` was unpacked from, if ``t`` has not been written to since (never for
-    an inference tensor: without a version counter a write could not be seen)."""
-    if t.is_inference():
-        return None
-    ref = _UNPACKED_FROM.get(t)
-    packed = ref() if ref is not None else None
-    return packed if packed is not None and t._version == 0 else None
-
-
-def packed_from(packed: PackedMap):
-    """(tensor, its version then) that ``packed`` was packed from, or None (the tensor is gone)."""
-    entry = _PACKED_FROM.get(packed)
-    if entry is None or entry[0]() is None:
-        return None
-    return entry[0](), entry[1]
+        return ops.unpack_map(self.mask, self.values, self.block_starts, self.kvol)
 
 
 @functools.lru_cache(maxsize=None)
 def _has_packing_kernels(device_type: str) -> bool:
-    return has_kernel(device_type, "pack_map") and has_kernel(device_type, "unpack_map")
+    """pack_map / unpack_map exist for the device, and its backend holds maps packed (the
+    accelerator orchestration chooses per device: not on CUDA, see its registration.PACKS_MAPS)."""
+    from ._accelerator import registration
+    return (has_kernel(device_type, "pack_map") and has_kernel(device_type, "unpack_map")
+            and registration.packs_maps(device_type))
 
 
 def _packable(nbr: torch.Tensor) -> bool:

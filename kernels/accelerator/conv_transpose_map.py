@@ -23,7 +23,7 @@ o + pads_begin - (kernel-1)*dilation.
 """
 import torch
 
-from . import host_sync, index_checks, op_args, voxel_keys
+from . import built_maps, host_sync, index_checks, op_args, voxel_keys
 from .neighbor_map import _rows
 
 INT64_MAX = op_args.INT64_MAX
@@ -81,4 +81,8 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
     # its columns are mirrored afterwards
     deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev)
     found = primitives._sorted_key_lookup(query, in_keys, deltas, kernel[-1], bound).flip(1)
-    return out_idx.int(), _rows(found, order)
+    out_idx, nbr = out_idx.int(), _rows(found, order)
+    built_maps.vouch_indices(indices, shape, batch_size)
+    built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
+    built_maps.vouch_map(nbr, n)
+    return out_idx, nbr

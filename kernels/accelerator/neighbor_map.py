@@ -1,7 +1,7 @@
 """Map builders and map transpose of the accelerator backends (CUDA, NPU), written once with
 torch operators around the device primitives (kernels/schema/schema.cpp), reached through the
 dispatcher. The algorithm is the one the NPU binding ran (keys on a padded grid, a sorted-key
-lookup, un-permutation); on CUDA the three map primitives are the torch-operator fallbacks.
+lookup, un-permutation); on CUDA the three map primitives are Triton kernels (kernels/cuda/map_kernels.py).
 
 The contract is the CPU builders' (kernels/cpu/neighbor_map_cpu.cpp): the same checks with the
 same ValueErrors, and the same maps bit for bit. A map is a function of its inputs alone (each
@@ -17,10 +17,13 @@ cell names the one voxel at that position), so no order of work can change it:
   (and padded above by the kernel's reach) the key of o*s plus offset k's (uncentred) delta, so
   the same lookup of those query keys in the sorted input keys gives the map.
 
-Each builder reads the device once (host_sync.py): its value checks, and for the strided map
-the number of outputs, travel in one small tensor; the lookup runs only on checked indices, and
-``_conv_out_keys`` (which runs before that read) sees rows outside the grid replaced by a valid
-one, so every primitive gets input inside its contract.
+Each builder reads the device at most once (host_sync.py): its value checks, and for the strided
+map the number of outputs, travel in one small tensor; the lookup runs only on checked indices,
+and ``_conv_out_keys`` (which runs before that read) sees rows outside the grid replaced by a
+valid one, so every primitive gets input inside its contract. What a builder establishes it
+vouches for (built_maps.py): checked or emitted indices are not checked again (a submanifold
+map on them reads nothing, a strided one only its output count), and a built map's transpose is
+one scatter with no checks, kept with the map.
 
 Indexing is spelled with select / narrow / take and rows are written with index_copy_: the
 same operators as Python's indexing, without the device guard that Python's indexing and copy_
@@ -29,15 +32,16 @@ builder can be traced on fake CUDA tensors here (tests/cuda/test_fake_cuda_trace
 """
 import torch
 
-from . import host_sync, index_checks, op_args, voxel_keys
+from . import built_maps, host_sync, index_checks, op_args, voxel_keys
 
 NO_NEIGHBOR = -1
 primitives = torch.ops.mx_sparse
 
 
 def _rows(found, order):
-    """Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32."""
-    rows = torch.take(order.int(), found.long().clamp_(min=0))
+    """Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32 (index_select
+    takes the int32 positions as they are)."""
+    rows = order.int().index_select(0, found.clamp(min=0).view(-1)).view(found.shape)
     return torch.where(found >= 0, rows, NO_NEIGHBOR)
 
 
@@ -55,12 +59,18 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
     keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=reach), stable=True)
-    flags = index_checks.flags(idx, shape, batch_size, keys, order)
-    index_checks.raise_bad_rows(indices, shape, batch_size, *host_sync.read(flags, "build_subm_map: value checks"))
+    if not built_maps.indices_checked(indices, shape, batch_size):
+        # indices a builder emitted, or checked before on this grid, are not read again
+        flags = index_checks.flags(idx, shape, batch_size, keys, order)
+        index_checks.raise_bad_rows(indices, shape, batch_size,
+                                    *host_sync.read(flags, "build_subm_map: value checks"))
+        built_maps.vouch_indices(indices, shape, batch_size)
     deltas = voxel_keys.deltas(kernel, dilation, padded, True, dev)
     found = primitives._sorted_key_lookup(keys, keys, deltas, kernel[-1], bound)
     nbr = torch.empty((n, kvol), dtype=torch.int32, device=dev)
-    return nbr.index_copy_(0, order, _rows(found, order))    # sorted row s is input row order[s]
+    nbr.index_copy_(0, order, _rows(found, order))    # sorted row s is input row order[s]
+    built_maps.vouch_map(nbr, n)
+    return nbr
 
 
 def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
@@ -83,22 +93,32 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     bound = voxel_keys.key_bound(batch_size, padded)
     idx = indices.long()
     in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=shift), stable=True)
-    flags, outside = index_checks.flags_and_outside(idx, shape, batch_size, in_keys, order)
-    # the primitive takes rows inside the grid; until the one read below says whether the indices
-    # are valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
-    inside = torch.where(outside.unsqueeze(1), 0, indices)
-    pair_keys = _conv_out_keys(inside, shape, batch_size, kernel, stride, padding, pads_end, dilation)
-    out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
-    bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
-                                         "build_conv_map: value checks and output count")
-    index_checks.raise_bad_rows(indices, shape, batch_size, bad_row, dup_row)
+    checked = built_maps.indices_checked(indices, shape, batch_size)
+    if checked:     # indices a builder emitted or checked on this grid: only the count is read
+        pair_keys = _conv_out_keys(indices, shape, batch_size, kernel, stride, padding, pads_end, dilation)
+        out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
+        m, = host_sync.read(count, "build_conv_map: output count")
+    else:
+        flags, outside = index_checks.flags_and_outside(idx, shape, batch_size, in_keys, order)
+        # the primitive takes rows inside the grid; until the one read below says whether the indices
+        # are valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
+        inside = torch.where(outside.unsqueeze(1), 0, indices)
+        pair_keys = _conv_out_keys(inside, shape, batch_size, kernel, stride, padding, pads_end, dilation)
+        out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
+        bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
+                                             "build_conv_map: value checks and output count")
+        index_checks.raise_bad_rows(indices, shape, batch_size, bad_row, dup_row)
+        built_maps.vouch_indices(indices, shape, batch_size)
     if m >= op_args.INT32_MAX:
         raise ValueError(f"indices: {m} rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1")
     out_idx = voxel_keys.unpack(out_keys.narrow(0, 0, m), out_shape)
     query = voxel_keys.pack(out_idx, padded, scale=stride)
     deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev)
     found = primitives._sorted_key_lookup(query, in_keys, deltas, kernel[-1], bound)
-    return out_idx.int(), _rows(found, order)
+    out_idx, nbr = out_idx.int(), _rows(found, order)
+    built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
+    built_maps.vouch_map(nbr, n)
+    return out_idx, nbr
 
 
 def _conv_out_keys(indices, shape, batch_size, kernel, stride, pads_begin, pads_end, dilation):
@@ -126,6 +146,15 @@ def transpose_map(nbr, num_rows):
     cells = num_rows * kvol
     if m == 0 or kvol == 0:
         return torch.full((num_rows, kvol), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
+    rows = built_maps.built_rows(nbr)
+    if rows is not None and rows <= num_rows:
+        # a map a builder made: valid by construction, nothing to check or read; its transpose is
+        # kept with it for the next call
+        kept = built_maps.transpose_of(nbr)
+        if kept is None or kept.shape[0] != num_rows:
+            kept = _scatter_transpose(nbr, num_rows)
+            built_maps.keep_transpose(nbr, kept)
+        return kept
     nbr = nbr.contiguous()
     rows = torch.arange(m, device=nbr.device)
     bad = ((nbr < NO_NEIGHBOR) | (nbr >= num_rows)).any(1)
@@ -150,3 +179,14 @@ def transpose_map(nbr, num_rows):
     # each cell named once at most: its only row is the transpose
     named = first.narrow(0, 0, cells)
     return torch.where(named < m, named, NO_NEIGHBOR).int().view(num_rows, kvol)
+
+
+def _scatter_transpose(nbr, num_rows):
+    """The transpose of a valid map (entries in [-1, num_rows), each (input row, offset) once):
+    row m goes to cell (nbr[m, k], k); absent entries go to a spare row num_rows (-1 mod
+    num_rows + 1), dropped. Each kept cell has one writer: the result does not depend on the order."""
+    m, kvol = nbr.shape
+    target = nbr.long().remainder_(num_rows + 1)
+    out = torch.full((num_rows + 1, kvol), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
+    rows = torch.arange(m, dtype=torch.int32, device=nbr.device).unsqueeze(1).expand(m, kvol)
+    return out.scatter_(0, target, rows).narrow(0, 0, num_rows)

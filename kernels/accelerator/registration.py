@@ -6,7 +6,7 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   binding is loaded (it supplies the NPU primitives).
 - The five primitives: the torch-operator fallbacks (fallback.py) under
   CompositeExplicitAutograd, i.e. for every device without a kernel of its own; the two Triton
-  gathers (mx_sparse._cuda) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
+  gathers and two Triton map primitives (mx_sparse._cuda: _conv_out_keys, _sorted_key_lookup) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
   C++ binding, kernels/ascend/binding/mx_sparse_npu.cpp).
 - The fused BatchNorm+ReLU's kernels: the Triton ones (mx_sparse._cuda.batch_norm_relu) for
   CUDA tensors, chosen inside the orchestration by device type (batch_norm_relu.use_kernels);
@@ -48,6 +48,28 @@ ORCHESTRATION = {
 }
 PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
 
+# Whether a training step holds the maps no layer is using packed (mx_sparse/packed_map.py: the
+# layer's HeldMap, autograd's saved maps), per dispatch key this orchestration serves; a choice of
+# the orchestration, since pack_map / unpack_map are the same code on every device.
+# CUDA: no. Packing needs the number of present entries on the host (a host read: the size of
+# `values`) and unpacking checks block_starts (another), about 50 small kernels and 2 syncs per
+# round trip, ~600 kernels and 20 of the 32 host reads of a KITTI training step; what it saves
+# is about two thirds of the maps' bytes (a few MB a layer), next to a GPU's tens of GB. Dense
+# maps also keep one identity per map, so the data cached with a map (its transpose, the Triton
+# kernels' schedule) is found again by every layer and backward pass that uses it.
+# NPU: yes, as the NPU path did (its memory budget is not measured here).
+PACKS_MAPS = {"CUDA": False, "PrivateUse1": True}
+_KEYS = {"cuda": "CUDA", "npu": "PrivateUse1", "privateuseone": "PrivateUse1"}
+_cpu_served_as = []   # the key whose orchestration serves CPU tensors (a switch), empty for the C++ kernels
+
+
+def packs_maps(device_type: str) -> bool:
+    """True where unused maps are held packed on ``device_type`` ('cpu', 'cuda', 'npu', ...): the
+    orchestration's choice above for the devices it serves (CPU tensors under MXS_CUDA_ON_CPU=1
+    or MXS_NPU_ON_CPU=1 take the CUDA or NPU choice), true elsewhere (the CPU kernels pack)."""
+    key = _cpu_served_as[-1] if device_type == "cpu" and _cpu_served_as else _KEYS.get(device_type)
+    return PACKS_MAPS.get(key, True)
+
 CUDA_ON_CPU_ENV = "MXS_CUDA_ON_CPU"
 NPU_ON_CPU_ENV = "MXS_NPU_ON_CPU"
 _libraries = []  # registrations last as long as their Library object
@@ -67,8 +89,9 @@ def npu_on_cpu_requested() -> bool:
 
 
 def _cuda_primitives() -> dict:
-    from .._cuda import gather_mm as cuda_gather_mm   # imports no triton (launch does, on first use)
-    return cuda_gather_mm.PRIMITIVES
+    """The primitives CUDA has Triton kernels for (the others: the fallbacks)."""
+    from .._cuda import gather_mm, map_primitives   # import no triton (launch does, on first use)
+    return {**map_primitives.PRIMITIVES, **gather_mm.PRIMITIVES}
 
 
 def _cuda_batch_norm_kernels():
@@ -147,6 +170,8 @@ def register(npu_binding: bool = False) -> None:
     if cuda_on_cpu:
         _prepare_interpreter()
     table = plan(cuda_on_cpu, npu_on_cpu, npu_binding, _npu_emulator_primitives() if npu_on_cpu else None)
+    if cuda_on_cpu or npu_on_cpu:
+        _cpu_served_as.append("CUDA" if cuda_on_cpu else "PrivateUse1")
     lib = torch.library.Library("mx_sparse", "IMPL")
     with warnings.catch_warnings():
         # replacing the C++ CPU kernels is the point of the switches; torch warns about it

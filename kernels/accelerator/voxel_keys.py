@@ -9,16 +9,17 @@ from . import op_args
 
 
 def pack(idx, shape, shift=None, scale=None):
-    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for int64 rows idx [N, 1+nd]."""
-    key = idx.select(1, 0)
+    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for int64 rows idx [N, 1+nd]: one kernel per axis
+    (c + key*S as one add), the shifts' part folded into one constant added at the end (exact:
+    integers, and every partial sum lies below the key)."""
+    key, constant = idx.select(1, 0), 0
     for d, s in enumerate(shape):
         c = idx.select(1, 1 + d)
         if scale is not None and scale[d] != 1:
             c = c * scale[d]
-        if shift is not None and shift[d] != 0:
-            c = c + shift[d]
-        key = key * s + c
-    return key
+        key = torch.add(c, key, alpha=s)
+        constant = constant * s + (shift[d] if shift is not None else 0)
+    return key + constant if constant else key
 
 
 def unpack(keys, shape):

@@ -62,6 +62,20 @@ def kernels():
     return gather_kernels
 
 
+def plan_kernels():
+    """The Triton kernels of the map plans (plan_kernels.py), imported on first use."""
+    kernels()                 # the same clear error where triton is missing
+    from . import plan_kernels as module
+    return module
+
+
+def map_kernels():
+    """The Triton kernels of the map primitives (map_kernels.py), imported on first use."""
+    kernels()                 # the same clear error where triton is missing
+    from . import map_kernels as module
+    return module
+
+
 def interpreting() -> bool:
     """True when triton runs kernels in its interpreter (TRITON_INTERPRET=1 at import)."""
     from triton.runtime.interpreter import InterpretedFunction

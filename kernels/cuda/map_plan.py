@@ -1,5 +1,6 @@
 """The schedule data of one neighbor map for the mask-gated kernels (gather_kernels.py), built
-on the device with torch operators (no host read) and cached per map tensor.
+on the device (no host read) by two Triton kernels (plan_kernels.py) around one stable torch
+sort, and cached per map tensor.
 
 For a map ``nbr`` [M, K] and a row-tile height ``block_m``:
 
@@ -7,7 +8,8 @@ For a map ``nbr`` [M, K] and a row-tile height ``block_m``:
                          that have the same offsets share tiles;
   counts  int32 [T]      per tile of block_m sorted rows (T = ceil(M / block_m)), the number of
                          offsets present in at least one of its rows (the OR of its rows' masks);
-  offsets int32 [T, K]   those offsets, ascending, first in each row (the rest: padding);
+  offsets int32 [T, K]   those offsets, ascending, first in each row (then the absent ones,
+                         ascending: never read);
   present int32 [T, K]   1 where offset k is present in tile t (the filter kernel's gate).
 
 The kernels loop over a tile's present offsets only; absent (row, offset) pairs inside a tile
@@ -15,28 +17,34 @@ are still masked (loaded as zero), as before. The order of rows changes which ro
 tile, never which terms a row's sum has, nor their order: each output row sums its present
 offsets in ascending offset order, as the ungated kernel did.
 
-The bitmask of a row has bit k set where nbr[m, k] >= 0, for the first 63 offsets (K <= 125:
-rows that differ only in later offsets sort together; that costs issued work, never results).
+The bitmask of a row has bit k set where nbr[m, k] >= 0, for the first 63 offsets (K > 63:
+rows that differ only in later offsets sort together; that costs issued work, never results);
+the key is int32 where the bitmask fits (K <= 31), a narrower sort.
 
-Cache: keyed on the map tensor's identity, valid while its in-place version counter is
-unchanged -- or, for a map that eager training unpacked from its packed form (maps are held
-packed between layers and saved packed for backward: mx_sparse.packed_map), on that packed
-form, which never changes; a packed form made from a tensor whose plan exists takes that plan
-over. Weak keys: an entry goes with its tensor or packed form. An in-place write to a map bumps
-its version (a new plan) and gives it a new packed form. One entry per (map, block_m). The map's entries are range-checked
-(a device-side assertion) when a plan is first used with a given input row count, not on
-every GEMM call. A map made under inference_mode (an inference tensor: no version counter, so
-a write could not be seen) gets a new plan on every call, never cached. Every layer sharing an ``indice_key`` passes
-the same map tensor, and a symmetric map's input gradient runs on the map itself, so a
-training step builds each map's plan once.
+Cache: keyed on the map tensor's identity (weakly: an entry goes with its tensor), valid while
+its in-place version counter is unchanged; an in-place write bumps the version (a new plan).
+One entry per (map, block_m). A map made under inference_mode (an inference tensor: no version
+counter, so a write could not be seen) gets a new plan on every call, never cached. On CUDA a
+training step holds its maps dense (the orchestration does not pack them there,
+kernels/accelerator/registration.py PACKS_MAPS), every layer sharing an ``indice_key`` passes
+the same map tensor, and a symmetric map's input gradient runs on the map itself, so a training
+step builds each map's plan once.
+
+The map's entries are range-checked (a device-side assertion) once per plan and input row
+count -- and not at all for a map an accelerator builder made (kernels/accelerator/built_maps.py:
+its entries are known to lie in [-1, rows)), which is every map of a training step.
 """
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .._accelerator import built_maps
 from . import launch
 
 # The number of offsets whose presence bits make up the sort key (int64, sign bit unused).
 KEY_BITS = 63
+# Rows per program of the key kernel; offsets per step of the tile kernel's loop.
+KEY_ROWS = 128
+MAX_OFFSET_BLOCK = 128
 
 _cache = WeakIdKeyDictionary()
 
@@ -51,20 +59,49 @@ class MapPlan:
 
 
 def _build(nbr: torch.Tensor, block_m: int) -> MapPlan:
+    """Two Triton launches (plan_kernels.py) around one stable torch sort of the row keys."""
+    m, kvol = nbr.shape
+    tiles, dev = -(-m // block_m), nbr.device
+    order32 = torch.empty((m,), dtype=torch.int32, device=dev)
+    counts = torch.empty((tiles,), dtype=torch.int32, device=dev)
+    offsets = torch.empty((tiles, kvol), dtype=torch.int32, device=dev)
+    present = torch.empty((tiles, kvol), dtype=torch.int32, device=dev)
+    if m == 0 or kvol == 0:
+        return MapPlan(order32, counts.zero_(), offsets, present, block_m, _version(nbr))
+    nbr = launch.aligned(nbr)
+    bits = min(kvol, KEY_BITS)
+    # int32 keys where the bitmask fits (a narrower sort), int64 up to 63 offsets
+    key = torch.empty((m,), dtype=torch.int32 if bits <= 31 else torch.int64, device=dev)
+    k = launch.plan_kernels()
+    launch.run(k.row_mask_kernel, "row_mask", "int32", f"m{KEY_ROWS}", (-(-m // KEY_ROWS),), (nbr, key),
+               m, kvol, bits, BLOCK_M=KEY_ROWS, BLOCK_K=_pow2(bits))
+    order = torch.sort(key, stable=True).indices
+    launch.run(k.tile_plan_kernel, "tile_plan", "int32", f"m{block_m}", (tiles,),
+               (nbr, order, order32, counts, offsets, present), m, kvol,
+               BLOCK_M=block_m, BLOCK_K=min(_pow2(kvol), MAX_OFFSET_BLOCK))
+    return MapPlan(order32, counts, offsets, present, block_m, _version(nbr))
+
+
+def reference_build(nbr: torch.Tensor, block_m: int) -> MapPlan:
+    """The same plan from torch operators (about twenty kernels): what the kernels are tested
+    against, and what bench/cuda_work.py computes the schedule with (the interpreter would take
+    minutes per scene)."""
     m, kvol = nbr.shape
     tiles = -(-m // block_m)
     live = nbr >= 0
     bits = min(kvol, KEY_BITS)
-    shifts = torch.arange(bits, device=nbr.device)
-    key = live.narrow(1, 0, bits).long().bitwise_left_shift(shifts).sum(1)
+    key = live.narrow(1, 0, bits).long().bitwise_left_shift(torch.arange(bits, device=nbr.device)).sum(1)
     order = torch.sort(key, stable=True).indices
-    sorted_live = live.index_select(0, order)
     padding = torch.zeros((tiles * block_m - m, kvol), dtype=torch.bool, device=nbr.device)
-    present = torch.cat([sorted_live, padding]).view(tiles, block_m, kvol).any(1)
-    # present offsets first, ascending (a stable sort of the absent flags)
+    present = torch.cat([live.index_select(0, order), padding]).view(tiles, block_m, kvol).any(1)
+    # present offsets first, ascending, then the absent ones (a stable sort of the absent flags)
     offsets = torch.sort(present.logical_not().int(), dim=1, stable=True).indices
     return MapPlan(order.int(), present.sum(1).int(), offsets.int().contiguous(), present.int().contiguous(),
                    block_m, _version(nbr))
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
 
 
 def _version(nbr: torch.Tensor) -> int:
@@ -83,26 +120,16 @@ def _entries(key) -> dict:
 def plan(nbr: torch.Tensor, block_m: int, num_rows: int) -> MapPlan:
     """The (cached) schedule of ``nbr`` for tiles of ``block_m`` rows, its entries checked
     against ``num_rows`` input rows (once per map and row count, launch.check_map_rows)."""
-    from mx_sparse import packed_map     # not at import: mx_sparse imports this package while it loads
-    packed = packed_map.unpacked_from(nbr)
     if nbr.is_inference():
         # no version counter: an in-place write could not be seen, so the plan is not cached
         found = _build(nbr, block_m)
-    elif packed is None:
+    else:
         found = _entries(nbr).get(block_m)
         if found is None or found.version != nbr._version:
             found = _entries(nbr)[block_m] = _build(nbr, block_m)
-    else:
-        found = _entries(packed).get(block_m)
-        if found is None:
-            source = packed_map.packed_from(packed)
-            if source is not None and source[0]._version == source[1]:
-                taken = _cache.get(source[0], {}).get(block_m)
-                found = taken if taken is not None and taken.version == source[1] else None
-            if found is None:
-                found = _build(nbr, block_m)
-            _entries(packed)[block_m] = found
     if num_rows not in found.checked_rows:
-        launch.check_map_rows(nbr, "nbr", num_rows)
+        rows = built_maps.built_rows(nbr)
+        if rows is None or rows > num_rows:
+            launch.check_map_rows(nbr, "nbr", num_rows)
         found.checked_rows.add(num_rows)
     return found

@@ -92,6 +92,24 @@ def test_plan_per_key():
     table = registration.plan(cuda_on_cpu=False, npu_on_cpu=False, npu_binding=True)
     assert set(table) == {"CompositeExplicitAutograd", "CUDA", "PrivateUse1"}
     assert set(table["PrivateUse1"]) == set(registration.ORCHESTRATION)          # primitives: the C++ binding
-    assert set(table["CUDA"]) == set(registration.ORCHESTRATION) | {"_gather_mm_one_group",
-                                                                     "_gather_mm_backprop_filter_one_group"}
+    assert set(table["CUDA"]) == set(registration.ORCHESTRATION) | set(registration.PRIMITIVE_NAMES)  # all Triton
     assert "PrivateUse1" not in registration.plan(cuda_on_cpu=False, npu_on_cpu=False, npu_binding=False)
+
+
+def test_map_packing_is_the_orchestrations_choice_per_device(monkeypatch):
+    """CUDA holds maps dense (packing costs host reads there), the NPU and the CPU kernels pack;
+    CPU tensors served by an orchestration take that device's choice."""
+    from mx_sparse import packed_map
+    assert not registration.packs_maps("cuda")
+    assert registration.packs_maps("npu") and registration.packs_maps("privateuseone")
+    monkeypatch.setattr(registration, "_cpu_served_as", [])
+    assert registration.packs_maps("cpu")
+    monkeypatch.setattr(registration, "_cpu_served_as", ["CUDA"])
+    assert not registration.packs_maps("cpu")
+    packed_map._has_packing_kernels.cache_clear()
+    try:
+        assert not packed_map.HeldMap(torch.full((4, 27), -1, dtype=torch.int32))._packable
+    finally:
+        packed_map._has_packing_kernels.cache_clear()
+    monkeypatch.setattr(registration, "_cpu_served_as", ["PrivateUse1"])
+    assert registration.packs_maps("cpu")

@@ -1,8 +1,9 @@
 """Shared inputs and references of the CUDA-backend tests.
 
 ``CUDA`` holds the accelerator orchestration (kernels/accelerator), called directly, its two
-gathers on the Triton primitives of kernels/cuda whatever the device (the map primitives through
-the dispatcher: on CPU tensors their torch-operator fallbacks, which CUDA runs too); ``CPU`` the
+gathers and its map builders on the Triton primitives of kernels/cuda whatever the device (the
+primitive CUDA has no Triton kernel for, _unique_sorted_keys, through the dispatcher: on CPU
+tensors its torch-operator fallback, which CUDA runs too); ``CPU`` the
 C++ CPU kernels through the dispatcher. Tensors live on ``DEVICE``: the CPU here (Triton's
 interpreter runs the kernels), a GPU in the ``cuda``-marked tests.
 """
@@ -12,35 +13,47 @@ import pytest
 import torch
 
 import mx_sparse  # noqa: F401  (registers the ops)
+from mx_sparse._accelerator import conv_transpose_map as orchestration_transpose_builder
 from mx_sparse._accelerator import gather_mm as orchestration_gather_mm
+from mx_sparse._accelerator import neighbor_map as orchestration_builders
 from mx_sparse._accelerator import registration
-from mx_sparse._cuda import gather_mm as triton_primitives
 from mx_sparse._cuda import launch
 
 CPU = torch.ops.mx_sparse
+TRITON_PRIMITIVES = registration._cuda_primitives()
 
 
-def _on_triton(op):
-    """The orchestration's ``op`` with the Triton primitives whatever the tensors' device: on CPU
-    tensors the dispatcher would otherwise pick the torch-operator fallbacks (the Triton gathers
-    serve the CPU key only under MXS_CUDA_ON_CPU=1)."""
-    triton = type("TritonPrimitives", (), {k: staticmethod(v) for k, v in triton_primitives.PRIMITIVES.items()})
+class _TritonPrimitives:
+    """torch.ops.mx_sparse with the Triton primitives in place of the dispatcher's choice."""
 
+    def __getattr__(self, name):
+        return TRITON_PRIMITIVES.get(name) or getattr(torch.ops.mx_sparse, name)
+
+
+def _on_triton(module, op):
+    """The orchestration's ``op`` (of ``module``) with the Triton primitives whatever the tensors'
+    device: on CPU tensors the dispatcher would otherwise pick the C++ CPU kernels or the
+    torch-operator fallbacks (the Triton primitives serve the CPU key only under MXS_CUDA_ON_CPU=1)."""
     def call(*args, **kwargs):
         if args[0].device.type != "cpu":    # CUDA (real or fake) tensors: the dispatcher picks Triton itself
             return op(*args, **kwargs)
-        dispatched = orchestration_gather_mm.primitives
-        orchestration_gather_mm.primitives = triton
+        dispatched = module.primitives
+        module.primitives = _TritonPrimitives()
         try:
             return op(*args, **kwargs)
         finally:
-            orchestration_gather_mm.primitives = dispatched
+            module.primitives = dispatched
     return call
 
 
 CUDA = dict(registration.ORCHESTRATION,
-            gather_mm=_on_triton(orchestration_gather_mm.gather_mm),
-            gather_mm_backprop_filter=_on_triton(orchestration_gather_mm.gather_mm_backprop_filter))
+            gather_mm=_on_triton(orchestration_gather_mm, orchestration_gather_mm.gather_mm),
+            gather_mm_backprop_filter=_on_triton(orchestration_gather_mm,
+                                                 orchestration_gather_mm.gather_mm_backprop_filter),
+            build_subm_map=_on_triton(orchestration_builders, orchestration_builders.build_subm_map),
+            build_conv_map=_on_triton(orchestration_builders, orchestration_builders.build_conv_map),
+            build_conv_transpose_map=_on_triton(orchestration_transpose_builder,
+                                                orchestration_transpose_builder.build_conv_transpose_map))
 
 cpu_is_cuda_path = pytest.mark.skipif(
     registration.cuda_on_cpu_requested(),
@@ -49,7 +62,7 @@ cpu_is_cuda_path = pytest.mark.skipif(
 
 @pytest.fixture
 def triton_on_cpu():
-    """The two Triton primitives serve CPU tensors for the test (interpreted), as under
+    """The Triton primitives serve CPU tensors for the test (interpreted), as under
     MXS_CUDA_ON_CPU=1: whatever reaches them through the dispatcher (not only ``CUDA``'s two
     gathers, which pick them directly) then runs the Triton kernels instead of the
     torch-operator fallbacks."""
@@ -57,7 +70,7 @@ def triton_on_cpu():
     lib = torch.library.Library("mx_sparse", "IMPL")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
-        for name, fn in triton_primitives.PRIMITIVES.items():
+        for name, fn in TRITON_PRIMITIVES.items():
             lib.impl(name, fn, "CPU")
     yield
     lib._destroy()

@@ -109,8 +109,12 @@ def test_map_builders(trace):
           ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
     reads.clear()
     log.ops.clear()
+    t = CUDA["transpose_map"](nbr, 100)     # a map the builder made: nothing to check, nothing read
+    assert t.device.type == "cuda" and t.shape == (100, 27)
+    check(log, reads, [], [])
+    assert CUDA["transpose_map"](nbr, 100) is t            # kept with the map
     answers["transpose_map: entries in range, each (input row, offset) once"] = [BIG, BIG]
-    t = CUDA["transpose_map"](nbr, 100)
+    t = CUDA["transpose_map"](cuda(37, 27, dtype=torch.int32), 100)     # any other map is checked
     assert t.device.type == "cuda" and t.shape == (100, 27)
     check(log, reads, ["transpose_map: entries in range, each (input row, offset) once"], [])
     reads.clear()
@@ -142,6 +146,27 @@ def test_map_at_given_outputs(trace, transposed):
     check(log, reads, ["build_conv_map_at: value checks"], ["_sorted_key_lookup"])
 
 
+def test_checked_indices_are_not_read_again(trace):
+    """Indices that passed a builder's checks, or that a builder emitted, are not checked again on a
+    grid and batch at least as large: a submanifold map on them reads nothing, a strided one its
+    output count only. Larger batch or grid: still vouched for; smaller: checked again."""
+    _, log, reads, answers = trace
+    indices = index_rows(100)
+    answers["build_subm_map: value checks"] = [BIG, BIG]
+    CUDA["build_subm_map"](indices, [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
+    answers["build_conv_map: output count"] = [37]
+    out, _ = CUDA["build_conv_map"](indices, [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    CUDA["build_subm_map"](out, [5, 6, 7], 2, [3, 3, 3], [1, 1, 1])
+    CUDA["build_subm_map"](indices, [11, 12, 14], 3, [3, 3, 3], [1, 1, 1])
+    check(log, reads, ["build_subm_map: value checks", "build_conv_map: output count"])
+    CUDA["build_subm_map"](indices, [9, 12, 14], 2, [3, 3, 3], [1, 1, 1])
+    CUDA["build_subm_map"](out, [5, 6, 7], 1, [3, 3, 3], [1, 1, 1])
+    indices.add_(0)                          # written in place: checked again
+    CUDA["build_subm_map"](indices, [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
+    check(log, reads, ["build_subm_map: value checks", "build_conv_map: output count"]
+          + ["build_subm_map: value checks"] * 3)
+
+
 def test_packed_maps(trace):
     _, log, reads, answers = trace
     nbr = cuda(2500, 27, dtype=torch.int32)
@@ -149,8 +174,11 @@ def test_packed_maps(trace):
     mask, values, starts = CUDA["pack_map"](nbr)
     assert (mask.shape, values.shape, starts.shape) == ((2500, 2), (900,), (4,))
     assert {mask.device.type, values.device.type, starts.device.type} == {"cuda"}
+    back = CUDA["unpack_map"](mask, values, starts, 27)     # pack_map's own output: nothing to check
+    assert back.device.type == "cuda" and back.shape == (2500, 27)
+    check(log, reads, ["pack_map: entries >= -1 and value count"])
     answers["unpack_map: block_starts checks"] = [0, 900, BIG, BIG, BIG]
-    back = CUDA["unpack_map"](mask, values, starts, 27)
+    back = CUDA["unpack_map"](mask, values.clone(), starts, 27)     # any other packed form is checked
     assert back.device.type == "cuda" and back.shape == (2500, 27)
     check(log, reads, ["pack_map: entries >= -1 and value count", "unpack_map: block_starts checks"])
 
@@ -175,9 +203,28 @@ def test_triton_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
     assert out.device.type == "cuda" and out.shape == (200, 16) and out.dtype == dtype
     dw = triton_primitives.gather_mm_backprop_filter_one_group(features, cuda(200, 16, dtype=dtype), nbr)
     assert dw.device.type == "cuda" and dw.shape == (27, 8, 16) and dw.dtype == dtype
-    # gather, filter (one split of 200 rows: it writes dW itself where dW has the accumulator's
-    # dtype), and the sum of splits for half types
-    assert sum(launch.launches.values()) == before + (2 if dtype in (torch.float32, torch.float64) else 3)
+    # the map's plan (row keys, tiles: once, both gathers use 32-row tiles), gather, filter (one
+    # split of 200 rows: it writes dW itself where dW has the accumulator's dtype), and the sum of
+    # splits for half types
+    assert sum(launch.launches.values()) == before + 2 + (2 if dtype in (torch.float32, torch.float64) else 3)
+    check(log, reads, [])
+
+
+def test_triton_map_primitives_launch_kernels_on_cuda_tensors(trace):
+    """_conv_out_keys and _sorted_key_lookup on CUDA: one launch each, _unique_sorted_keys two; no
+    host read, no CPU tensor."""
+    from mx_sparse._cuda import map_primitives
+    _, log, reads, _ = trace
+    before = sum(launch.launches.values())
+    pairs = map_primitives.conv_out_keys(index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    assert pairs.device.type == "cuda" and pairs.shape == (2700,) and pairs.dtype == torch.int64
+    keys, deltas = cuda(100, dtype=torch.int64), cuda(27, dtype=torch.int64)
+    found = map_primitives.sorted_key_lookup(keys, keys, deltas, 3, 1000)
+    assert found.device.type == "cuda" and found.shape == (100, 27) and found.dtype == torch.int32
+    unique, count = map_primitives.unique_sorted_keys(pairs)
+    assert unique.shape == (2700,) and count.shape == (1,) and count.dtype == torch.int32
+    assert {unique.device.type, count.device.type} == {"cuda"}
+    assert sum(launch.launches.values()) == before + 4
     check(log, reads, [])
 
 

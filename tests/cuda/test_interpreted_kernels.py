@@ -230,12 +230,32 @@ def test_rows_sorted_by_neighbour_mask():
     the offsets present in its rows."""
     from mx_sparse._cuda import map_plan
     nbr = torch.tensor([[0, -1, 2], [-1, -1, 3], [1, -1, 4], [-1, 5, -1], [6, -1, 7]], dtype=torch.int32)
-    plan = map_plan._build(nbr, 2)
-    # masks (bit k for offset k): 5, 4, 5, 2, 5 -> ascending, stable: rows 3, 1, 0, 2, 4
-    assert plan.order.tolist() == [3, 1, 0, 2, 4]
-    assert plan.counts.tolist() == [2, 2, 2]       # tiles {3, 1}: offsets 1, 2; {0, 2}: 0, 2; {4}: 0, 2
-    assert plan.offsets[:, :2].tolist() == [[1, 2], [0, 2], [0, 2]]
-    assert plan.present.tolist() == [[0, 1, 1], [1, 0, 1], [1, 0, 1]]
+    for build in (map_plan._build, map_plan.reference_build):     # the Triton kernels, the torch version
+        plan = build(nbr, 2)
+        # masks (bit k for offset k): 5, 4, 5, 2, 5 -> ascending, stable: rows 3, 1, 0, 2, 4
+        assert plan.order.tolist() == [3, 1, 0, 2, 4]
+        assert plan.counts.tolist() == [2, 2, 2]       # tiles {3, 1}: offsets 1, 2; {0, 2}: 0, 2; {4}: 0, 2
+        assert plan.offsets.tolist() == [[1, 2, 0], [0, 2, 1], [0, 2, 1]]   # then the absent ones
+        assert plan.present.tolist() == [[0, 1, 1], [1, 0, 1], [1, 0, 1]]
+
+
+@pytest.mark.parametrize("m,kvol,block_m,density", [(100, 27, 32, 0.2), (1000, 27, 32, 0.05), (64, 40, 32, 0.3),
+                                                    (77, 200, 16, 0.05), (3, 1, 32, 0.5), (0, 27, 32, 0.5),
+                                                    (10, 0, 32, 0.5)])
+def test_plan_kernels_equal_the_torch_version(m, kvol, block_m, density):
+    """plan_kernels.py (int32 keys up to 31 offsets, int64 beyond; offsets in chunks of 128) against
+    map_plan.reference_build, bit for bit."""
+    from mx_sparse._cuda import map_plan
+    g = torch.Generator().manual_seed(m + kvol)
+    nbr = torch.where(torch.rand(m, kvol, generator=g) < density, torch.randint(0, 50, (m, kvol), generator=g),
+                      -1).int()
+    got, want = map_plan._build(nbr, block_m), map_plan.reference_build(nbr, block_m)
+    if m == 0 or kvol == 0:
+        assert got.order.shape == (m,) and bool((got.counts == 0).all())
+        return
+    for name in ("order", "counts", "offsets", "present"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.dtype == b.dtype == torch.int32 and torch.equal(a, b), name
 
 
 def test_absent_neighbour_times_inf_is_skipped_or_nan():

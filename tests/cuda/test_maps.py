@@ -26,7 +26,30 @@ def scene(shape=(9, 10, 11), batch=3, seed=0):
 def test_subm_map_bitwise_equal(kernel, dilation):
     idx = scene()
     args = ([9, 10, 11], 3, list(kernel), list(dilation))
-    assert torch.equal(CUDA["build_subm_map"](idx, *args), CPU.build_subm_map(idx, *args))
+    nbr = CUDA["build_subm_map"](idx, *args)
+    assert torch.equal(nbr, CPU.build_subm_map(idx, *args))
+    # the transpose of a map the builder made (no checks: kernels/accelerator/built_maps.py)
+    assert torch.equal(CUDA["transpose_map"](nbr, idx.shape[0]), CPU.transpose_map(nbr, idx.shape[0]))
+
+
+def test_built_maps_and_indices_are_checked_again_once_written():
+    """What a builder vouched for (its map, checked or emitted indices) is checked again after an
+    in-place write, with the CPU backend's errors."""
+    idx = scene(seed=2)
+    args = ([9, 10, 11], 3, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    out, nbr = CUDA["build_conv_map"](idx, *args)
+    first = CUDA["transpose_map"](nbr, idx.shape[0])
+    assert CUDA["transpose_map"](nbr, idx.shape[0]) is first             # kept with the map
+    assert CUDA["transpose_map"](nbr, idx.shape[0] + 5).shape[0] == idx.shape[0] + 5
+    nbr[1, 4] = nbr[0, 4] = 0                       # input row 0 named twice at offset 4
+    assert _error(lambda: CUDA["transpose_map"](nbr, idx.shape[0])) == \
+        _error(lambda: CPU.transpose_map(nbr, idx.shape[0]))
+    out[1] = out[0]                                 # a duplicate voxel in the emitted indices
+    sub = ([5, 5, 6], 3, [3, 3, 3], [1, 1, 1])
+    assert _error(lambda: CUDA["build_subm_map"](out, *sub)) == _error(lambda: CPU.build_subm_map(out, *sub))
+    CUDA["build_subm_map"](idx, [9, 10, 11], 3, [3, 3, 3], [1, 1, 1])    # checked: vouched for
+    idx[0, 1] = 9                                   # outside the grid
+    assert _error(lambda: CUDA["build_conv_map"](idx, *args)) == _error(lambda: CPU.build_conv_map(idx, *args))
 
 
 @pytest.mark.parametrize("kernel,stride,padding,dilation", CONV)
@@ -88,6 +111,40 @@ def test_empty_and_single_voxel():
             assert torch.equal(a, b)
     nbr = torch.full((3, 27), -1, dtype=torch.int32)
     assert torch.equal(CUDA["transpose_map"](nbr, 0), CPU.transpose_map(nbr, 0))
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_triton_map_primitives_equal_the_fallbacks(ndim):
+    """kernels/cuda/map_kernels.py against the torch-operator fallbacks, bit for bit: output keys
+    of every (offset, input) pair, their compaction (sentinels, runs across program blocks), and the
+    sorted-key lookup (absent keys, an empty key set)."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import map_primitives
+    shape = {1: [3000], 2: [40, 50], 3: [9, 10, 11], 4: [4, 5, 3, 6]}[ndim]
+    idx = voxels(shape, 3, density=0.3, seed=ndim)
+    geometry = (shape, 3, [3] * ndim, [2] + [1] * (ndim - 1), [1] * ndim, [1] * (ndim - 1) + [2])
+    pairs = map_primitives.conv_out_keys(idx, *geometry)
+    assert torch.equal(pairs, fallback.conv_out_keys(idx, *geometry))
+    ordered = torch.sort(pairs).values
+    for a, b in zip(map_primitives.unique_sorted_keys(ordered), fallback.unique_sorted_keys(ordered)):
+        assert torch.equal(a, b)
+    keys = torch.sort(torch.randint(0, 5000, (1500,), generator=torch.Generator().manual_seed(ndim))).values
+    query, deltas = keys[::3].contiguous() + 1, torch.tensor([-7, -1, 0, 2, 40])
+    for sorted_keys in (keys, keys[:0]):
+        assert torch.equal(map_primitives.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000),
+                           fallback.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000))
+
+
+def test_triton_output_keys_on_a_grid_beyond_int32():
+    """2^20 cells per axis: output keys reach 2^58 (int64 products in the kernel)."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import map_primitives
+    big = 2**20
+    idx = torch.tensor([[0, big - 1, big - 1, big - 1], [0, big - 2, big - 1, big - 1], [1, 0, 0, 0],
+                        [1, 0, big - 1, 1]], dtype=torch.int32)
+    geometry = ([big] * 3, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    pairs = map_primitives.conv_out_keys(idx, *geometry)
+    assert torch.equal(pairs, fallback.conv_out_keys(idx, *geometry)) and int(pairs[pairs < 2**63 - 1].max()) > 2**57
 
 
 def _error(fn):
@@ -198,6 +255,18 @@ def test_pack_and_unpack_errors_match_cpu():
     for unpack in (CUDA["unpack_map"], CPU.unpack_map):
         with pytest.raises(ValueError, match="do not match their block_starts share"):
             unpack(flipped, values, starts, 27)
+
+
+def test_unpack_checks_a_packed_form_written_in_place():
+    """unpack_map trusts pack_map's own output only while none of its three tensors is written to."""
+    idx = scene(seed=7)
+    nbr = CUDA["build_subm_map"](idx, [9, 10, 11], 3, [3, 3, 3], [1, 1, 1])
+    mask, values, starts = CUDA["pack_map"](nbr)
+    assert torch.equal(CUDA["unpack_map"](mask, values, starts, 27), nbr)
+    mask[0, 0] ^= 1
+    for unpack in (CUDA["unpack_map"], CPU.unpack_map):
+        with pytest.raises(ValueError, match="do not match their block_starts share"):
+            unpack(mask, values, starts, 27)
 
 
 def test_unpack_checks_decreasing_starts():

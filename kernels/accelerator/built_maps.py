@@ -1,0 +1,116 @@
+"""What the map builders vouch for, so that it is checked once and not again per call.
+
+Two weak registries (keyed by tensor identity; an entry goes with its tensor), each entry valid
+while the tensor's in-place version counter is unchanged (an inference tensor has none, so it is
+never registered: a write to it could not be seen):
+
+- checked indices: index rows that passed a builder's value checks (inside the grid and the
+  batch, no voxel twice) or that a strided / transposed builder emitted (in its output grid and
+  distinct by construction). A later builder on the same tensor, with a grid and batch at least
+  as large, skips the checks -- and a submanifold builder its one host read.
+- built maps: a map a builder emitted, with the number of input rows its entries name (every
+  entry in [-1, rows), each (input row, offset) at most once). The gathers skip their range
+  check for it, and ``transpose_map`` skips its checks and host read; the transpose is kept
+  with the map (the map's owner, an ``indice_key``, holds both), so the layers and backward
+  passes that share the key compute it once.
+
+Nothing here reads device data. Under torch.compile the ops run on the graph's tensors: a tensor
+the registry does not know is checked as before.
+"""
+import weakref
+from typing import Optional, Sequence
+
+import torch
+from torch.utils.weak import WeakIdKeyDictionary
+
+_checked_indices = WeakIdKeyDictionary()
+_built_maps = WeakIdKeyDictionary()
+
+
+def _version(t: torch.Tensor) -> Optional[int]:
+    return None if t.is_inference() else t._version
+
+
+def vouch_indices(indices: torch.Tensor, shape: Sequence[int], batch_size: int) -> None:
+    """``indices`` are distinct rows inside ``shape`` (batch index first) and below ``batch_size``."""
+    version = _version(indices)
+    if version is not None:
+        _checked_indices[indices] = (version, tuple(shape), batch_size)
+
+
+def indices_checked(indices: torch.Tensor, shape: Sequence[int], batch_size: int) -> bool:
+    """True when ``indices`` are known to pass the checks on ``shape`` and ``batch_size``: vouched for on
+    a grid and batch no larger, and not written to since."""
+    entry = _checked_indices.get(indices)
+    if entry is None or entry[0] != _version(indices):
+        return False
+    _, known_shape, known_batch = entry
+    return (known_batch <= batch_size and len(known_shape) == len(shape)
+            and all(k <= s for k, s in zip(known_shape, shape)))
+
+
+class _Built:
+    __slots__ = ("version", "rows", "transpose", "transpose_version")
+
+    def __init__(self, version, rows):
+        self.version, self.rows = version, rows
+        self.transpose, self.transpose_version = None, None
+
+
+def vouch_map(nbr: torch.Tensor, rows: int) -> None:
+    """``nbr`` is a map a builder made: entries in [-1, rows), each (input row, offset) once."""
+    version = _version(nbr)
+    if version is not None:
+        _built_maps[nbr] = _Built(version, rows)
+
+
+def _entry(nbr: torch.Tensor) -> Optional[_Built]:
+    entry = _built_maps.get(nbr)
+    return entry if entry is not None and entry.version == _version(nbr) else None
+
+
+def built_rows(nbr: torch.Tensor) -> Optional[int]:
+    """The input rows a built (unchanged) map names entries below, or None for any other map."""
+    entry = _entry(nbr)
+    return None if entry is None else entry.rows
+
+
+def transpose_of(nbr: torch.Tensor) -> Optional[torch.Tensor]:
+    """The transpose kept with a built map (unchanged, and the transpose unchanged too), or None."""
+    entry = _entry(nbr)
+    if entry is None or entry.transpose is None or entry.transpose_version != _version(entry.transpose):
+        return None
+    return entry.transpose
+
+
+def keep_transpose(nbr: torch.Tensor, nbr_t: torch.Tensor) -> None:
+    """Keeps ``nbr_t`` with the built map ``nbr`` (and vouches for it: entries below nbr's row count)."""
+    entry = _entry(nbr)
+    if entry is not None and _version(nbr_t) is not None:
+        entry.transpose, entry.transpose_version = nbr_t, nbr_t._version
+        vouch_map(nbr_t, nbr.shape[0])
+
+
+# Packed forms pack_map made (keyed by their values tensor): the three tensors as made (identity
+# and version), and the input row count of the map, if a builder made it. Lets unpack_map skip
+# its consistency checks (and their host read) for a packed form nobody has changed, and vouch
+# for the map it gives back as for the map that was packed.
+_packed_forms = WeakIdKeyDictionary()
+
+
+def vouch_packed(nbr: torch.Tensor, mask: torch.Tensor, values: torch.Tensor, block_starts: torch.Tensor) -> None:
+    """``(mask, values, block_starts)`` is pack_map's output for ``nbr`` (consistent by construction)."""
+    versions = [_version(t) for t in (mask, values, block_starts)]
+    if None not in versions:
+        _packed_forms[values] = (weakref.ref(mask), weakref.ref(block_starts), versions, built_rows(nbr))
+
+
+def packed_unchanged(mask: torch.Tensor, values: torch.Tensor, block_starts: torch.Tensor):
+    """(True, rows or None) when the three tensors are one packed form as pack_map made it, unchanged;
+    else (False, None)."""
+    entry = _packed_forms.get(values)
+    if entry is None or entry[0]() is not mask or entry[1]() is not block_starts:
+        return False, None
+    if entry[2] != [_version(t) for t in (mask, values, block_starts)]:
+        return False, None
+    return True, entry[3]

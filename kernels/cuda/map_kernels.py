@@ -1,0 +1,126 @@
+"""The Triton kernels of the CUDA backend's map primitives (host side: map_primitives.py; this
+module imports triton, launch.py imports it when a map is first built).
+
+  conv_out_keys_kernel:     out[k*N + n] = key of the output voxel input n reaches through offset
+                            k on the output grid, INT64_MAX where there is none (contract:
+                            _conv_out_keys, kernels/ops/schema.cpp)
+  sorted_key_lookup_kernel: out[s, k] = position of query[s] + delta[k] in sorted_keys, or -1
+                            (contract: _sorted_key_lookup; a binary search per entry)
+
+One launch each instead of the torch-operator fallbacks' dozens of element-wise kernels
+(fallback.py). Integer arithmetic only, in int64: the results are the fallbacks' bit for bit.
+"""
+import triton
+import triton.language as tl
+
+INT64_MAX = 2**63 - 1
+
+_SCALARS = ["n", "kvol", "s", "c", "steps", "cells"]
+
+
+@triton.jit
+def _axis(ok, k_rest, coord, shape_out, kernel, stride, pad, dil):
+    """One spatial axis: its kernel position from the offset's remaining index (innermost axis
+    first), the output coordinate the input coordinate reaches, i = o*s - p + kp*d, and whether
+    that o exists; returns (o, ok, the offset index left for the outer axes)."""
+    kp = k_rest % kernel
+    num = coord + pad - kp * dil
+    o = num // stride
+    ok = ok & (num >= 0) & (o * stride == num) & (o < shape_out)
+    return o, ok, k_rest // kernel
+
+
+@triton.jit(do_not_specialize=_SCALARS)
+def conv_out_keys_kernel(indices, out, n, kvol, cells,
+                         o0, o1, o2, o3, k0, k1, k2, k3, s0, s1, s2, s3, p0, p1, p2, p3, d0, d1, d2, d3,
+                         NDIM: tl.constexpr, BLOCK: tl.constexpr):
+    k = tl.program_id(0)
+    rows = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = rows < n
+    width = NDIM + 1
+    ok = inside
+    # axes innermost first (the offset index runs row-major, last axis fastest); a coordinate is
+    # read only where the row exists (num >= 0 tests a real coordinate, never padding)
+    rest = k.to(tl.int64)
+    c = tl.load(indices + rows * width + NDIM, mask=inside, other=0).to(tl.int64)
+    if NDIM == 1:
+        a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
+        key = a0
+    else:
+        if NDIM == 2:
+            a1, ok, rest = _axis(ok, rest, c, o1, k1, s1, p1, d1)
+            c = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
+            a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
+            key = a0 * o1 + a1
+        else:
+            if NDIM == 3:
+                a2, ok, rest = _axis(ok, rest, c, o2, k2, s2, p2, d2)
+                c = tl.load(indices + rows * width + 2, mask=inside, other=0).to(tl.int64)
+                a1, ok, rest = _axis(ok, rest, c, o1, k1, s1, p1, d1)
+                c = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
+                a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
+                key = (a0 * o1 + a1) * o2 + a2
+            else:
+                a3, ok, rest = _axis(ok, rest, c, o3, k3, s3, p3, d3)
+                c = tl.load(indices + rows * width + 3, mask=inside, other=0).to(tl.int64)
+                a2, ok, rest = _axis(ok, rest, c, o2, k2, s2, p2, d2)
+                c = tl.load(indices + rows * width + 2, mask=inside, other=0).to(tl.int64)
+                a1, ok, rest = _axis(ok, rest, c, o1, k1, s1, p1, d1)
+                c = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
+                a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
+                key = ((a0 * o1 + a1) * o2 + a2) * o3 + a3
+    batch = tl.load(indices + rows * width, mask=inside, other=0).to(tl.int64)
+    key = batch * cells + key       # cells: the grid's product, from the host (beyond int32)
+    tl.store(out + k.to(tl.int64) * n + rows, tl.where(ok, key, INT64_MAX), mask=inside)
+
+
+@triton.jit(do_not_specialize=_SCALARS)
+def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, s, kvol, c, steps, BLOCK: tl.constexpr):
+    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = e < s * kvol
+    row = e // kvol
+    k = e % kvol
+    q = tl.load(query + row, mask=inside, other=0) + tl.load(deltas + k, mask=inside, other=0)
+    # the first position whose key is >= q: [lo, hi) halves ``steps`` = bit_length(c) times
+    lo = tl.full((BLOCK,), 0, tl.int64)   # tl.full, not tl.zeros: see plan_kernels.py on library jit functions
+    hi = tl.full((BLOCK,), 0, tl.int64) + c
+    for _ in range(steps):
+        open_ = lo < hi
+        mid = (lo + hi) // 2
+        below = tl.load(sorted_keys + mid, mask=open_ & inside, other=0) < q
+        lo = tl.where(open_ & below, mid + 1, lo)
+        hi = tl.where(open_ & (below == 0), mid, hi)
+    hit = inside & (lo < c)
+    found = hit & (tl.load(sorted_keys + lo, mask=hit, other=0) == q)
+    tl.store(out + e, tl.where(found, lo, -1).to(tl.int32), mask=inside)
+
+
+@triton.jit
+def _first_of_run(sorted_keys, i, c):
+    """1 where position i holds the first of a run of equal keys (sentinels INT64_MAX excluded)."""
+    inside = i < c
+    key = tl.load(sorted_keys + i, mask=inside, other=INT64_MAX)
+    before = tl.load(sorted_keys + i - 1, mask=inside & (i > 0), other=INT64_MAX)
+    return ((key != INT64_MAX) & ((i == 0) | (key != before))).to(tl.int32), key
+
+
+@triton.jit(do_not_specialize=_SCALARS)
+def first_of_runs_kernel(sorted_keys, first, c, BLOCK: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    flag, _ = _first_of_run(sorted_keys, i, c)
+    tl.store(first + i, flag, mask=i < c)
+
+
+@triton.jit(do_not_specialize=_SCALARS)
+def compact_runs_kernel(sorted_keys, runs, unique, count, c, BLOCK: tl.constexpr):
+    """Each run's key to slot runs[i] - 1 (runs: the inclusive running count of first flags);
+    slots from the total on hold INT64_MAX (disjoint from the written ones: no order between
+    programs needed)."""
+    pid = tl.program_id(0)
+    i = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    flag, key = _first_of_run(sorted_keys, i, c)
+    slot = tl.load(runs + i, mask=i < c, other=1).to(tl.int64) - 1
+    tl.store(unique + slot, key, mask=flag == 1)
+    total = tl.load(runs + c - 1).to(tl.int64)
+    tl.store(unique + i, tl.full((BLOCK,), INT64_MAX, tl.int64), mask=(i < c) & (i >= total))
+    tl.store(count, total.to(tl.int32), mask=pid == 0)
