@@ -13,7 +13,7 @@ One launch each instead of the torch-operator fallbacks' dozens of element-wise 
 import triton
 import triton.language as tl
 
-INT64_MAX = 2**63 - 1
+INT64_MAX = tl.constexpr(2**63 - 1)   # constexpr: a compiled kernel reads no plain Python global
 
 _SCALARS = ["n", "kvol", "s", "c", "steps", "cells"]
 
