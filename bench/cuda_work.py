@@ -27,9 +27,13 @@ import collections
 import os
 import sys
 
-import torch
+# Before torch: torch imports triton, and triton reads TRITON_INTERPRET when imported (set later,
+# the kernels' nested @triton.jit helpers fail under the interpreter). MXS_CUDA_ON_CPU=1 needs it.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from bench import host_ops
+import torch  # noqa: E402
+
+from bench import host_ops  # noqa: E402
 
 GATHER, FILTER = "_gather_mm_one_group", "_gather_mm_backprop_filter_one_group"
 

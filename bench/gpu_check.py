@@ -230,6 +230,9 @@ def benchmark(scene, args, libraries):
     _progress("mx_sparse: per-layer forward times", started)
     record["layers"] = {n: {"forward_ms": t, "useful_gmac": m / 1e9, "tflops": 2 * m / (t * 1e-3) / 1e12 if t else 0}
                         for n, (t, m) in layers.items()}
+    # printed at once: a comparison library that compiles for minutes (spconv-Triton's first step
+    # ran past 100 s on an H100) must not keep the figures measured so far from the log
+    print("\n".join(_layer_lines(record)), flush=True)
     for name, sp in libraries.items():
         try:
             theirs = _spconv_net(sp, work)
@@ -260,10 +263,14 @@ def report(record):
                          f"{record['mx_sparse_over_' + name]:.2f}")
         elif f"{name}_error" in record:
             lines.append(f"  {name}: failed ({record[name + '_error']})")
-    lines.append("  | layer | forward ms | useful GMAC | TFLOP/s |")
+    return "\n".join(lines + _layer_lines(record))
+
+
+def _layer_lines(record):
+    lines = ["  | layer | forward ms | useful GMAC | TFLOP/s |"]
     for n, l in record["layers"].items():
         lines.append(f"  | {n} | {l['forward_ms']:.3f} | {l['useful_gmac']:.3f} | {l['tflops']:.2f} |")
-    return "\n".join(lines)
+    return lines
 
 
 def main(argv=None):
