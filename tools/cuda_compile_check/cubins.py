@@ -78,6 +78,7 @@ def configurations():
         yield ("sum_splits_kernel", dtype, "-", f"b{tiles.SUM_SPLITS_BLOCK}", signature,
                {"BLOCK": tiles.SUM_SPLITS_BLOCK}, {"num_warps": 4, "num_stages": 1})
     yield from batch_norm_configurations()
+    yield from map_configurations()
 
 
 # The fused BatchNorm+ReLU's kernels: compiled without multiply-add contraction (the CPU kernels'
@@ -141,6 +142,42 @@ def batch_norm_configurations():
                          ints, apply, apply_options)
 
 
+# The map builders' and map plans' kernels (map_kernels.py, plan_kernels.py), as map_primitives.py
+# and map_plan.py launch them. Triton's interpreter runs kernels a compiler refuses (a plain Python
+# global read in a kernel: seen on an H100), so every one of them is compiled here too.
+MAP_KERNELS = ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "first_of_runs_kernel", "compact_runs_kernel",
+               "row_mask_kernel", "tile_plan_kernel")
+
+
+def map_configurations():
+    from mx_sparse._cuda import map_plan, map_primitives
+    block = {"BLOCK": map_primitives.BLOCK}
+    axes = {f"{a}{d}": "i32" for a in "okspd" for d in range(map_primitives.MAX_AXES)}
+    for ndim in range(1, map_primitives.MAX_AXES + 1):
+        yield ("conv_out_keys_kernel", "int64", "-", f"b{map_primitives.BLOCK}-{ndim}d",
+               {"indices": "*i32", "out": "*i64", "n": "i32", "kvol": "i32", "cells": "i64", **axes,
+                "NDIM": "constexpr", "BLOCK": "constexpr"}, {"NDIM": ndim, **block}, {})
+    lookup = {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32",
+              "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "BLOCK": "constexpr"}
+    yield "sorted_key_lookup_kernel", "int64", "-", f"b{map_primitives.BLOCK}", lookup, block, {}
+    yield ("first_of_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
+           {"sorted_keys": "*i64", "first": "*i32", "c": "i32", "BLOCK": "constexpr"}, block, {})
+    yield ("compact_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
+           {"sorted_keys": "*i64", "runs": "*i32", "unique": "*i64", "count": "*i32", "c": "i32",
+            "BLOCK": "constexpr"}, block, {})
+    for kvol in (1, 8, 27, 125):            # the kernel volumes of 1x1x1, 2x2x2, 3x3x3, 5x5x5 kernels
+        bits = min(kvol, map_plan.KEY_BITS)
+        key = "*i32" if bits <= 31 else "*i64"
+        yield ("row_mask_kernel", "int32", "-", f"m{map_plan.KEY_ROWS}-k{kvol}",
+               {"nbr": "*i32", "key": key, "m": "i32", "kvol": "i32", "bits": "i32", "BLOCK_M": "constexpr",
+                "BLOCK_K": "constexpr"}, {"BLOCK_M": map_plan.KEY_ROWS, "BLOCK_K": map_plan._pow2(bits)}, {})
+        for block_m in sorted({t.block_m for _, t in (*tiles.GATHER_TILES, *tiles.FILTER_TILES)}):
+            yield ("tile_plan_kernel", "int32", "-", f"m{block_m}-k{kvol}",
+                   {"nbr": "*i32", "order": "*i64", "order32": "*i32", "counts": "*i32", "offsets": "*i32",
+                    "present": "*i32", "m": "i32", "kvol": "i32", "BLOCK_M": "constexpr", "BLOCK_K": "constexpr"},
+                   {"BLOCK_M": block_m, "BLOCK_K": min(map_plan._pow2(kvol), map_plan.MAX_OFFSET_BLOCK)}, {})
+
+
 _PTXAS = re.compile(r"Used (\d+) registers")
 # PTX loads from global memory by width: scalar 16-bit loads (ld.global[.modifiers].b16 / .u16, no
 # vector), and cp.async copies by their byte count (4: one element, 16: a vector)
@@ -193,10 +230,11 @@ def compile_all():
     knobs.nvidia.dump_ptxas_log = True  # ptxas -v output, captured per compile
     with tempfile.TemporaryDirectory() as cache:
         knobs.cache.dir = cache             # a cold cache: every configuration runs ptxas
-        from mx_sparse._cuda import batch_norm_kernels, gather_kernels
+        from mx_sparse._cuda import batch_norm_kernels, gather_kernels, map_kernels, plan_kernels
+        modules = (gather_kernels, batch_norm_kernels, map_kernels, plan_kernels)
         records = []
         for kernel, dtype, precision, tile, signature, constexprs, options in configurations():
-            module = gather_kernels if hasattr(gather_kernels, kernel) else batch_norm_kernels
+            module = next(m for m in modules if hasattr(m, kernel))
             for arch in ARCHS:
                 record = {"kernel": kernel, "dtype": dtype, "precision": precision, "tile": tile, "arch": f"sm_{arch}"}
                 record.update(compile_one(module, kernel, signature, constexprs, options, arch))
