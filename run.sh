@@ -160,7 +160,7 @@ install_open3d_oracle() {
 build_extension() {  # build_extension PYTHON [editable-target]: rebuilds when kernels/ or setup.py is newer
   local py="$1"
   local so; so=$(ls "$ROOT"/mx_sparse/_C*.so 2>/dev/null | head -n1 || true)
-  if [ -z "$so" ] || [ -n "$(cd "$ROOT" && find kernels setup.py -newer "$so" -type f -not -path 'kernels/cuda/*' -not -path 'kernels/accelerator/*' | head -n1)" ]; then
+  if [ -z "$so" ] || [ -n "$(cd "$ROOT" && find kernels setup.py -newer "$so" -type f | head -n1)" ]; then
     stage "building the C++ extension (MAX_JOBS=${MAX_JOBS:-2}; the first build takes 5-10 min on 2 cores)" \
       env MAX_JOBS="${MAX_JOBS:-2}" "$py" -m pip install --no-build-isolation -e "$ROOT"
   fi
@@ -238,7 +238,7 @@ case "$job" in
     setup_env "$base" numpy pybind11 ninja tqdm
     where="$(cd / && "$base" -c 'import mx_sparse, os; print(os.path.dirname(os.path.dirname(mx_sparse.__file__)))' 2>/dev/null || true)"
     if [ "$where" = "$ROOT" ] && [ -z "$(cd "$ROOT" && find kernels setup.py -newer "$(ls mx_sparse/_C*.so | head -n1)" \
-          -type f -not -path 'kernels/cuda/*' | head -n1)" ]; then
+          -type f | head -n1)" ]; then
       say "mx_sparse from this clone is installed there already and its extension is up to date"
     else
       stage "building and installing mx_sparse (the first build takes 5-10 min on 2 cores)" \

@@ -110,10 +110,9 @@ setup(
     name="mx_sparse",
     version=version(),
     description="Sparse 3D convolution for LiDAR networks on Ascend NPU, CUDA and CPU (mx_driving API)",
-    # the accelerator orchestration (kernels/accelerator) and the CUDA primitives (Python + Triton,
-    # kernels/cuda) live beside the other backends
-    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]) + ["mx_sparse._accelerator", "mx_sparse._cuda"],
-    package_dir={"mx_sparse._accelerator": "kernels/accelerator", "mx_sparse._cuda": "kernels/cuda"},
+    # every Python module's file path is its import path (mx_sparse/_accelerator, mx_sparse/_cuda
+    # included); kernels/ holds only compiled sources
+    packages=find_packages(include=["mx_sparse", "mx_sparse.*"]),
     # the AscendC op package kernels/ascend/build.sh installs inside the package (absent elsewhere)
     package_data={"mx_sparse": ["_ascend_opp/**/*"]},
     python_requires=">=3.10",  # torch 2.13 needs it (requirements/pins.txt)

@@ -18,7 +18,7 @@ CUDA backend's code). Per layer and for the step:
   the issued MACs are computed afterwards from plans built by map_plan.reference_build, the
   torch version the plan kernels are tested against).
 
-The maps are the ones the CUDA path builds (kernels/accelerator, bit-equal to the CPU backend's,
+The maps are the ones the CUDA path builds (mx_sparse/_accelerator, bit-equal to the CPU backend's,
 tests/cuda/test_maps.py). The last line is
 ``step: useful_gmac=<x> issued_gmac=<y> ratio=<y/x> torch_kernels=<n> triton_launches=<n> host_reads=<n>``.
 """

@@ -8,7 +8,7 @@ VoxelBackBone8x forward + backward (SGD-free: loss.backward()) on a generated sc
 mx_sparse op through the dispatcher as in training. A TorchDispatchMode counts:
 
 - torch operators: every aten operator the accelerator's Python code dispatches -- the
-  orchestration (kernels/accelerator; on main, kernels/cuda), and for ``--path cuda`` the Triton
+  orchestration (mx_sparse/_accelerator; on main, mx_sparse/_cuda), and for ``--path cuda`` the Triton
   primitives' launch code and the torch-operator primitives CUDA runs (the map primitives'
   fallbacks), which on a GPU are CUDA kernels each -- plus the aten operators of the step outside
   mx_sparse (the network's own, autograd's). Operators that launch no kernel (views, metadata,

@@ -5,7 +5,7 @@ and answers which kernels the dispatcher holds (``has_kernel``, ``kernel_for_key
 
 The op schema, the CPU kernels and autograd live in C++ (kernels/); importing
 ``mx_sparse._C`` registers them as ``torch.ops.mx_sparse.*``. The accelerator
-orchestration (kernels/accelerator, for CUDA and NPU) and its device primitives are
+orchestration (mx_sparse/_accelerator, for CUDA and NPU) and its device primitives are
 registered at the end of this module (mx_sparse/_accelerator/registration.py). The
 fake kernels are here because ``build_conv_map`` returns a data-dependent number of
 rows, which torch expresses with an unbacked symbolic size.

@@ -3,14 +3,14 @@
 A map ``[M, K]`` int32 is mostly -1 on LiDAR data: about 7 of the 27 offsets of a
 submanifold map are present, 3 to 4 of a strided one. Yet a training step holds
 every map from its layer's forward to that layer's backward, on CPU about a
-quarter of what the step holds at its peak. ``pack_map`` (kernels/cpu, kernels/cuda) keeps
+quarter of what the step holds at its peak. ``pack_map`` (kernels/cpu, mx_sparse/_cuda) keeps
 only the present entries plus one bit per (row, offset): a third of the bytes or less.
 
 ``HeldMap`` is one map in either form: dense while layers use it, packed after
 ``release()``; ``dense()`` unpacks it again on demand. Packing is lazy (only a
 map that is released or saved for backward is packed) and only on devices whose backend
 holds maps packed: CPU and NPU, not CUDA (where a pack costs host reads; the accelerator
-orchestration's choice, kernels/accelerator/registration.py PACKS_MAPS). Who uses
+orchestration's choice, mx_sparse/_accelerator/registration.py PACKS_MAPS). Who uses
 the packed form: a layer that moves on to another map releases the others
 (``SparseConvolution``), and autograd saves maps for backward packed
 (saved_tensors.py).

@@ -510,7 +510,7 @@ def check_gather(features, nbr, nbr_t, groups, other, other_name):
 # The CUDA backend's Triton kernels multiply an absent neighbour by zero instead of skipping it
 # wherever its offset is present in another row of the same tile of rows (a dense tile over
 # (offset, channel) pairs, as spconv's implicit GEMM does), and skip it where the whole tile
-# lacks the offset (kernels/cuda/map_plan.py). The sums are the same, but an Inf or NaN in the
+# lacks the offset (mx_sparse/_cuda/map_plan.py). The sums are the same, but an Inf or NaN in the
 # other operand turns 0 x Inf into NaN in some outputs where the CPU kernels, which skip, give a
 # finite value. Under MXS_CUDA_ON_CPU=1 the contract of the two compute primitives is that each
 # output is either (docs/en/cuda.md): the references then carry both.

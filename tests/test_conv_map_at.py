@@ -1,5 +1,5 @@
 """build_conv_map_at: the map of a strided or transposed convolution evaluated at GIVEN output
-voxels. The C++ CPU kernel and the accelerator orchestration (kernels/accelerator, the code CUDA
+voxels. The C++ CPU kernel and the accelerator orchestration (mx_sparse/_accelerator, the code CUDA
 and NPU tensors run; here on CPU tensors with the torch-operator primitives) against a
 brute-force reference written from the definition (bit for bit), and forward plus both
 gradients of gather_mm over the map against torch's dense conv / conv_transpose on the

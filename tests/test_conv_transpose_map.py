@@ -1,5 +1,5 @@
 """build_conv_transpose_map and the asymmetric pads of build_conv_map: the C++ CPU kernel and
-the accelerator orchestration (kernels/accelerator, the code CUDA and NPU tensors run; here on
+the accelerator orchestration (mx_sparse/_accelerator, the code CUDA and NPU tensors run; here on
 CPU tensors with the torch-operator primitives) against a brute-force reference written from
 the definition, bit for bit, and the same ValueErrors for bad arguments."""
 import itertools

@@ -3,7 +3,7 @@ backward ops), against a dense reference: torch's max_pool3d / avg_pool3d on the
 tensor (inactive voxels -inf for max; a sum and an active-voxel count for average), forward and
 gradients, in float64. The layers of the spconv and mmcv surfaces run on these ops, without a
 [M, K, C] window tensor (checked by recording every tensor the ops produce); the tensor-operator
-implementation of the accelerator orchestration (kernels/accelerator/sparse_pool.py) gives the CPU kernels' results."""
+implementation of the accelerator orchestration (mx_sparse/_accelerator/sparse_pool.py) gives the CPU kernels' results."""
 import pytest
 import torch
 import torch.nn.functional as F

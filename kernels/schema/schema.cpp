@@ -1,5 +1,5 @@
 // The one declaration of every mx_sparse operator. Backends add implementations
-// under their dispatch key (CPU here, CUDA in kernels/cuda, PrivateUse1 in
+// under their dispatch key (CPU here, CUDA in mx_sparse/_cuda, PrivateUse1 in
 // kernels/ascend); autograd is attached once in autograd.cpp; fake (meta) kernels
 // are registered from Python (mx_sparse/_op_registration.py) because the strided map has a
 // data-dependent number of rows.
@@ -96,10 +96,10 @@ TORCH_LIBRARY(mx_sparse, m) {
   m.def("sparse_avg_pool_backward(Tensor grad, Tensor nbr, SymInt num_rows) -> Tensor");
 
   // ---- Accelerator primitives (internal; the leading underscore keeps them out of the public API).
-  // The one device-neutral orchestration of kernels/accelerator (map builders, per-group launches)
+  // The one device-neutral orchestration of mx_sparse/_accelerator (map builders, per-group launches)
   // is written around these five; a device contributes kernels for them and nothing else
   // (CUDA: the two gathers in Triton; NPU: the five AscendC kernels; everything else: the
-  // torch-operator fallbacks of kernels/accelerator/fallback.py, CompositeExplicitAutograd).
+  // torch-operator fallbacks of mx_sparse/_accelerator/fallback.py, CompositeExplicitAutograd).
   // They check nothing the orchestration checked already; a device adds only its own limits.
   //
   // out[s, k] = p where sorted_keys[p] == query_keys[s] + key_deltas[k], else -1 (int32 [S, K]).

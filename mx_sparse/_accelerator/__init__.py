@@ -1,7 +1,6 @@
-"""mx_sparse's accelerator orchestration (installed as ``mx_sparse._accelerator`` from
-kernels/accelerator/): the one device-neutral implementation of every mx_sparse op for CUDA
+"""mx_sparse's accelerator orchestration (``mx_sparse._accelerator``): the one device-neutral implementation of every mx_sparse op for CUDA
 and NPU tensors, written with torch operators around five device primitives (internal schema
-ops, kernels/schema/schema.cpp) that each device supplies -- CUDA its Triton kernels (kernels/cuda),
+ops, kernels/schema/schema.cpp) that each device supplies -- CUDA its Triton kernels (mx_sparse/_cuda),
 the NPU its AscendC kernels (kernels/ascend/binding), any device the torch-operator fallbacks
 of fallback.py. registration.py says which dispatch key gets what. See docs/en/architecture.md.
 """

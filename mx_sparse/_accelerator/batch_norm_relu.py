@@ -4,7 +4,7 @@ kernels in kernels/cpu/batch_norm_relu_cpu.cpp): the argument checks, then three
 device's kernels. With them ``SparseSequential`` keeps one activation per BatchNorm1d+ReLU block
 on an accelerator as on the CPU.
 
-Kernels: CUDA registers its Triton kernels (kernels/cuda/batch_norm_relu.py, the CPU kernels'
+Kernels: CUDA registers its Triton kernels (mx_sparse/_cuda/batch_norm_relu.py, the CPU kernels'
 bits, a few launches per call; registration.py); every other device runs TorchOperatorKernels
 below: a handful of element-wise and per-channel reduction kernels per call, no host sync.
 Their statistics: torch's mean and var in the compute dtype (float32, float64 for float64

@@ -1,7 +1,7 @@
 """Map builders and map transpose of the accelerator backends (CUDA, NPU), written once with
 torch operators around the device primitives (kernels/schema/schema.cpp), reached through the
 dispatcher. The algorithm is the one the NPU binding ran (keys on a padded grid, a sorted-key
-lookup, un-permutation); on CUDA the three map primitives are Triton kernels (kernels/cuda/map_kernels.py).
+lookup, un-permutation); on CUDA the three map primitives are Triton kernels (mx_sparse/_cuda/map_kernels.py).
 
 The contract is the CPU builders' (kernels/cpu/neighbor_map_cpu.cpp): the same checks with the
 same ValueErrors, and the same maps bit for bit. A map is a function of its inputs alone (each

@@ -1,6 +1,6 @@
 """The CUDA backend's fused BatchNorm+ReLU kernels (host side): launch of the Triton kernels of
 batch_norm_kernels.py for the three computations of the accelerator orchestration
-(kernels/accelerator/batch_norm_relu.py, which checks the arguments first and picks these for
+(mx_sparse/_accelerator/batch_norm_relu.py, which checks the arguments first and picks these for
 CUDA tensors, and for CPU tensors under MXS_CUDA_ON_CPU=1).
 
   coefficients      statistics (or the running ones), running blend, invstd, scale, shift:

@@ -1,7 +1,7 @@
 """The CUDA primitives (host side): tile choice and launch of the Triton kernels for one group
 (contracts: kernels/schema/schema.cpp, _gather_mm_one_group / _gather_mm_backprop_filter_one_group).
 The argument checks and the per-group loop are the accelerator orchestration's
-(kernels/accelerator/gather_mm.py); here only what the kernels themselves need.
+(mx_sparse/_accelerator/gather_mm.py); here only what the kernels themselves need.
 
   _gather_mm_one_group:                 out[m] = sum_k features[nbr[m, k]] @ weight[k]
   _gather_mm_backprop_filter_one_group: dW[k]  = sum_m features[nbr[m, k]]^T (x) grad[m]

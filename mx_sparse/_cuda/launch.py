@@ -3,7 +3,7 @@ per-dtype constants, and one record per launched configuration.
 
 Tensors on CUDA run the compiled kernels. Tensors on the CPU run the same kernels under
 Triton's interpreter, which needs ``TRITON_INTERPRET=1`` before triton is imported
-(``MXS_CUDA_ON_CPU=1`` sets it, see kernels/accelerator/registration.py; the test suite's conftest too).
+(``MXS_CUDA_ON_CPU=1`` sets it, see mx_sparse/_accelerator/registration.py; the test suite's conftest too).
 Fake tensors (FakeTensorMode, tracing) carry no data: a launch on them is checked and
 recorded, not run.
 """

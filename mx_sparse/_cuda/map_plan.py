@@ -26,12 +26,12 @@ its in-place version counter is unchanged; an in-place write bumps the version (
 One entry per (map, block_m). A map made under inference_mode (an inference tensor: no version
 counter, so a write could not be seen) gets a new plan on every call, never cached. On CUDA a
 training step holds its maps dense (the orchestration does not pack them there,
-kernels/accelerator/registration.py PACKS_MAPS), every layer sharing an ``indice_key`` passes
+mx_sparse/_accelerator/registration.py PACKS_MAPS), every layer sharing an ``indice_key`` passes
 the same map tensor, and a symmetric map's input gradient runs on the map itself, so a training
 step builds each map's plan once.
 
 The map's entries are range-checked (a device-side assertion) once per plan and input row
-count -- and not at all for a map an accelerator builder made (kernels/accelerator/built_maps.py:
+count -- and not at all for a map an accelerator builder made (mx_sparse/_accelerator/built_maps.py:
 its entries are known to lie in [-1, rows)), which is every map of a training step.
 """
 import torch

@@ -1,4 +1,4 @@
-"""MXS_NPU_ON_CPU=1 wiring (kernels/accelerator/registration.py), tested with a STAND-IN emulator
+"""MXS_NPU_ON_CPU=1 wiring (mx_sparse/_accelerator/registration.py), tested with a STAND-IN emulator
 (standin_npu_emulator.py: the fallback primitives in place of mx_sparse.ascend's AscendC kernels):
 in a subprocess with the switch set before import, every mx_sparse op on CPU tensors must be the
 orchestration, its five primitives the emulator's, and the suite's dense-reference tests must pass
@@ -25,7 +25,7 @@ import torch, mx_sparse
 from mx_sparse._accelerator import registration
 for op in list(registration.ORCHESTRATION) + list(registration.PRIMITIVE_NAMES):
     cpu = [l for l in torch._C._dispatch_dump("mx_sparse::" + op).splitlines() if l.startswith("CPU:")]
-    assert cpu and "kernels/accelerator/registration.py" in cpu[0], (op, cpu)
+    assert cpu and "mx_sparse/_accelerator/registration.py" in cpu[0], (op, cpu)
 idx = torch.load(IDX)
 subm = torch.ops.mx_sparse.build_subm_map(idx, [6, 7, 8], 2, [3, 3, 3], [1, 1, 1])
 out, nbr = torch.ops.mx_sparse.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])

@@ -1,5 +1,5 @@
-"""The accelerator orchestration (kernels/accelerator: the code CUDA and NPU tensors run), executed
-here on CPU tensors with the torch-operator fallback primitives (kernels/accelerator/fallback.py,
+"""The accelerator orchestration (mx_sparse/_accelerator: the code CUDA and NPU tensors run), executed
+here on CPU tensors with the torch-operator fallback primitives (mx_sparse/_accelerator/fallback.py,
 what the dispatcher gives CPU tensors for the five primitives): the same maps bit for bit and the
 same ValueErrors as the C++ CPU backend, the primitives against hand-written references, and the
 per-group loop of the gathers against the CPU backend's grouped kernels."""

@@ -1,4 +1,4 @@
-"""groups > 1 on NPU is the accelerator orchestration's per-group loop (kernels/accelerator/gather_mm.py,
+"""groups > 1 on NPU is the accelerator orchestration's per-group loop (mx_sparse/_accelerator/gather_mm.py,
 the project's only one) around the one-group AscendC kernels: one launch per group on channel
 slices, results concatenated along the output channels. Here that very loop runs with the emulated
 kernels standing in for the NPU primitives (the dispatcher's primitive namespace of the

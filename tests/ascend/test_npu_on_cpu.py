@@ -1,6 +1,6 @@
 """The NPU code path, executed here. In a subprocess with MXS_NPU_ON_CPU=1 (set before `import
 mx_sparse`) every mx_sparse op on CPU tensors is the accelerator orchestration that ships for NPU
-tensors (kernels/accelerator: checks, key packing, sorts, un-permutation, per-group loop, packed
+tensors (mx_sparse/_accelerator: checks, key packing, sorts, un-permutation, per-group loop, packed
 maps, fused BatchNorm+ReLU), and its five device primitives are the AscendC kernels of
 kernels/ascend, launched in-process by the emulator with the strict Atlas A2 rules
 (mx_sparse.ascend). Compared with the C++ CPU backend, computed in this process: maps and output

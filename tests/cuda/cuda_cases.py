@@ -1,7 +1,7 @@
 """Shared inputs and references of the CUDA-backend tests.
 
-``CUDA`` holds the accelerator orchestration (kernels/accelerator), called directly, its two
-gathers and its map builders on the Triton primitives of kernels/cuda whatever the device (the
+``CUDA`` holds the accelerator orchestration (mx_sparse/_accelerator), called directly, its two
+gathers and its map builders on the Triton primitives of mx_sparse/_cuda whatever the device (the
 primitive CUDA has no Triton kernel for, _unique_sorted_keys, through the dispatcher: on CPU
 tensors its torch-operator fallback, which CUDA runs too); ``CPU`` the
 C++ CPU kernels through the dispatcher. Tensors live on ``DEVICE``: the CPU here (Triton's

@@ -1,4 +1,4 @@
-"""The CUDA backend's fused BatchNorm+ReLU Triton kernels (kernels/cuda/batch_norm_kernels.py),
+"""The CUDA backend's fused BatchNorm+ReLU Triton kernels (mx_sparse/_cuda/batch_norm_kernels.py),
 run on CPU tensors in Triton's interpreter, against the C++ CPU kernels bit for bit: forward
 (batch and running statistics, the running blend), the recompute and the backward, in float32,
 float64 and bfloat16; several 512-row blocks and channel blocks; empty inputs; NaN and Inf; the

@@ -1,5 +1,5 @@
 """Verification item 4 of the CUDA backend: device-generic. The accelerator orchestration
-(kernels/accelerator), the torch-operator fallback primitives it calls on CUDA and the Triton
+(mx_sparse/_accelerator), the torch-operator fallback primitives it calls on CUDA and the Triton
 primitives' launch code are traced on FAKE CUDA tensors (FakeTensorMode: shapes and devices,
 no data, no GPU needed) under a dispatch mode that sees every operator called, the primitives
 (internal mx_sparse ops, answered by their fake kernels there) included. The trace shows that

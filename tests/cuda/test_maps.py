@@ -28,7 +28,7 @@ def test_subm_map_bitwise_equal(kernel, dilation):
     args = ([9, 10, 11], 3, list(kernel), list(dilation))
     nbr = CUDA["build_subm_map"](idx, *args)
     assert torch.equal(nbr, CPU.build_subm_map(idx, *args))
-    # the transpose of a map the builder made (no checks: kernels/accelerator/built_maps.py)
+    # the transpose of a map the builder made (no checks: mx_sparse/_accelerator/built_maps.py)
     assert torch.equal(CUDA["transpose_map"](nbr, idx.shape[0]), CPU.transpose_map(nbr, idx.shape[0]))
 
 
@@ -115,7 +115,7 @@ def test_empty_and_single_voxel():
 
 @pytest.mark.parametrize("ndim", [1, 2, 3, 4])
 def test_triton_map_primitives_equal_the_fallbacks(ndim):
-    """kernels/cuda/map_kernels.py against the torch-operator fallbacks, bit for bit: output keys
+    """mx_sparse/_cuda/map_kernels.py against the torch-operator fallbacks, bit for bit: output keys
     of every (offset, input) pair, their compaction (sentinels, runs across program blocks), and the
     sorted-key lookup (absent keys, an empty key set)."""
     from mx_sparse._accelerator import fallback

@@ -9,8 +9,8 @@
 // op-plugin's EXEC_NPU_CMD (aclnnXxxGetWorkspaceSize -> workspace -> aclnnXxx on the current NPU
 // stream). Everything else on NPU tensors -- argument and index checks, key packing, sorts,
 // un-permutation, transpose_map, packed maps, the per-group loop, fused BatchNorm+ReLU -- is the
-// device-neutral orchestration of kernels/accelerator (Python, torch operators that torch_npu runs),
-// registered for PrivateUse1 by kernels/accelerator/registration.py once this library is loaded.
+// device-neutral orchestration of mx_sparse/_accelerator (Python, torch operators that torch_npu runs),
+// registered for PrivateUse1 by mx_sparse/_accelerator/registration.py once this library is loaded.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
