@@ -1,6 +1,7 @@
 """The Python face of the op contract: argument checks, bounds, output extents, key packing and
-key deltas as the C++ kernels apply them (kernels/contract/op_args.h, key_packing.h, index_errors.h,
-built on kernels/common), reached through ``mx_sparse._C.contract`` -- not a copy. The Python
+key deltas as the C++ kernels apply them (kernels/contract/op_args.h, pool_args.h,
+packed_map_args.h, transpose_map_args.h, batch_norm_relu_args.h, voxelize_args.h, key_packing.h, index_errors.h, built
+on kernels/common), reached through ``mx_sparse._C.contract`` -- not a copy. The Python
 layer, the compat surfaces and the accelerator launch code call these, so a bad argument gets
 the same ValueError on every backend. Every check raises ValueError naming the argument."""
 from typing import List, Optional, Sequence, Tuple
@@ -106,6 +107,11 @@ def indices(t: torch.Tensor, ndim: int, name: str = "indices") -> None:
     _cc.indices(t, ndim, name)
 
 
+def row_count(n: int, name: str = "indices") -> None:
+    """n rows that an int32 neighbor map can name: n < 2^31 - 1 (check_row_count)."""
+    _cc.row_count(int(n), name)
+
+
 def neighbor_map(t: torch.Tensor, name: str) -> None:
     """An int32 [M, K] map (check_map)."""
     _cc.neighbor_map(t, name)
@@ -153,6 +159,73 @@ def pool_backward_operands(grad: torch.Tensor, argmax: Optional[torch.Tensor], n
     """sparse_max_pool_backward (``argmax`` given) / sparse_avg_pool_backward (``argmax=None``)
     arguments (check_pool_backward_args, pool_args.h): metadata only."""
     _cc.pool_backward_operands(grad, argmax, nbr, num_rows)
+
+
+def transpose_map_operands(nbr: torch.Tensor, num_rows: int) -> None:
+    """transpose_map's arguments (check_transpose_map_args, transpose_map_args.h)."""
+    _cc.transpose_map_operands(nbr, num_rows)
+
+
+def transpose_map_rows(bad_row: int, m: int, num_rows: int) -> None:
+    """Raises transpose_map's ValueError for map row ``bad_row`` holding an input row outside
+    [-1, num_rows); nothing for ``bad_row`` >= m (none)."""
+    _cc.transpose_map_rows(int(bad_row), int(m), int(num_rows))
+
+
+def transpose_map_named_twice(earlier: int, row: int, input_row: int, offset: int) -> None:
+    """Raises transpose_map's ValueError for map rows ``earlier`` and ``row`` both naming
+    (``input_row``, ``offset``)."""
+    _cc.transpose_map_named_twice(int(earlier), int(row), int(input_row), int(offset))
+
+
+# The packed-map format (packed_map_args.h): rows per block of block_starts, offsets per int16 mask word.
+PACK_ROWS_PER_BLOCK = _cc.PACK_ROWS_PER_BLOCK
+PACK_LANES = _cc.PACK_LANES
+
+
+def pack_map_operands(nbr: torch.Tensor) -> None:
+    """pack_map's argument (check_pack_map_args, packed_map_args.h): an int32 [M, K] map."""
+    _cc.pack_map_operands(nbr)
+
+
+def pack_map_entries(bad_entry: int, bad_value: int, kvol: int) -> None:
+    """Raises pack_map's ValueError for the entry at flat index ``bad_entry`` (row * kvol +
+    offset) holding ``bad_value`` below -1; nothing for ``bad_entry`` < 0 (none)."""
+    _cc.pack_map_entries(int(bad_entry), int(bad_value), int(kvol))
+
+
+def unpack_map_operands(mask: torch.Tensor, values: torch.Tensor, block_starts: torch.Tensor, kvol: int) -> None:
+    """unpack_map's arguments (check_unpack_map_args, packed_map_args.h): metadata only."""
+    _cc.unpack_map_operands(mask, values, block_starts, kvol)
+
+
+def unpack_map_starts(first: int, last: int, total: int, decreasing_block: int, nblocks: int) -> None:
+    """unpack_map's checks of block_starts' values, from what was read: its first and last
+    value against 0 and the number of values ``total``, then ``decreasing_block`` (the first
+    block whose start exceeds the next; ``nblocks`` or more: none)."""
+    _cc.unpack_map_starts(int(first), int(last), int(total), int(decreasing_block), int(nblocks))
+
+
+def unpack_map_mask(spare_row: int, mismatch_block: int, m: int, kvol: int) -> None:
+    """unpack_map's checks of mask's values, from what was read: ``spare_row`` (the first row
+    setting a bit past kvol; ``m`` or more: none), then ``mismatch_block`` (the first block
+    whose set bits differ from its block_starts share; the number of blocks or more: none)."""
+    _cc.unpack_map_mask(int(spare_row), int(mismatch_block), int(m), int(kvol))
+
+
+def batch_norm_relu_forward_operands(input, weight, bias, running_mean, running_var, batch_stats: bool) -> None:
+    """batch_norm_relu_forward's arguments (batch_norm_relu_args.h), all before anything is written."""
+    _cc.batch_norm_relu_forward_operands(input, weight, bias, running_mean, running_var, bool(batch_stats))
+
+
+def scale_shift_relu_operands(input, scale, shift) -> None:
+    """scale_shift_relu's arguments (batch_norm_relu_args.h)."""
+    _cc.scale_shift_relu_operands(input, scale, shift)
+
+
+def batch_norm_relu_backward_operands(grad, input, mean, invstd, weight, scale, shift) -> None:
+    """batch_norm_relu_backward's arguments (batch_norm_relu_args.h)."""
+    _cc.batch_norm_relu_backward_operands(grad, input, mean, invstd, weight, scale, shift)
 
 
 @_constant_under_compile

@@ -96,9 +96,10 @@ def _transpose_map_fake(nbr, num_rows):
 
 @_register_fake("pack_map")
 def _pack_map_fake(nbr):
+    from ._contract import PACK_LANES, PACK_ROWS_PER_BLOCK
     m, kvol = nbr.shape
-    blocks = (m + 1023) // 1024
-    return (nbr.new_empty((m, (kvol + 15) // 16), dtype=torch.int16), nbr.new_empty((_data_dependent_size(),)),
+    blocks = (m + PACK_ROWS_PER_BLOCK - 1) // PACK_ROWS_PER_BLOCK
+    return (nbr.new_empty((m, (kvol + PACK_LANES - 1) // PACK_LANES), dtype=torch.int16), nbr.new_empty((_data_dependent_size(),)),
             nbr.new_empty((blocks + 1,), dtype=torch.int64))
 
 

@@ -90,6 +90,10 @@ class SparseConvolution(LayoutAware, SparseModule):
             self.register_parameter("bias", None)
         self.reset_parameters()
 
+    def fused_with(self, bn: nn.BatchNorm1d) -> "SparseConvolution":
+        """A copy computing ``bn(self(x))`` with bn's running statistics (``fuse_batchnorm``)."""
+        return fuse_batchnorm(self, bn)
+
     @property
     def kernel_volume(self) -> int:
         return math.prod(self.kernel_size)

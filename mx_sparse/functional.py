@@ -9,6 +9,9 @@ from typing import Optional, Sequence, Tuple
 import torch
 
 from ._op_registration import ops
+# gather_mm with Open3D's importance weights and normalisation, differentiable in features, weight
+# and the importances: the function of mx_sparse/importance.py (which uses ops, not this module).
+from .importance import weighted_gather_mm  # noqa: F401
 
 
 def build_subm_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
@@ -97,16 +100,3 @@ def gather_mm_backprop_filter(features: torch.Tensor, grad: torch.Tensor, nbr: t
                               nbr_t: Optional[torch.Tensor], groups: int = 1, symmetric: bool = False) -> torch.Tensor:
     """Weight gradient ``dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]``, shape ``[K, Cin/groups, Cout]``."""
     return ops.gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric)
-
-
-def weighted_gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor,
-                       nbr_t: Optional[torch.Tensor] = None, groups: int = 1, *,
-                       inp_importance: Optional[torch.Tensor] = None, nbr_importance: Optional[torch.Tensor] = None,
-                       out_importance: Optional[torch.Tensor] = None, normalize=False) -> torch.Tensor:
-    """``gather_mm`` with Open3D's importance weights (``inp_importance [N]``, ``nbr_importance
-    [M, K]``, ``out_importance [M]``) and normalisation (``normalize``: False, True/"output",
-    "input"); differentiable in features, weight and the importances (mx_sparse/importance.py)."""
-    from . import importance
-    return importance.weighted_gather_mm(features, weight, nbr, nbr_t, groups, inp_importance=inp_importance,
-                                         nbr_importance=nbr_importance, out_importance=out_importance,
-                                         normalize=normalize)

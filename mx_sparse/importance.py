@@ -24,7 +24,7 @@ from typing import Optional, Union
 
 import torch
 
-from . import functional as F
+from ._op_registration import ops
 
 NORMALIZE_MODES = ("none", "output", "input")
 
@@ -116,10 +116,10 @@ def weighted_gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.
             scaled = scaled * inp_importance.to(features.dtype)[:, None]
         if input_divisor is not None:
             scaled = scaled / input_divisor[:, None]
-        out = F.gather_mm(scaled, weight, nbr, nbr_t, groups, symmetric)
+        out = ops.gather_mm(scaled, weight, nbr, nbr_t, groups, symmetric)
     else:
         rows, nbr_pair = _pair_rows(features, nbr, active, nbr_importance, inp_importance, input_divisor)
-        out = F.gather_mm(rows, weight, nbr_pair, None, groups)
+        out = ops.gather_mm(rows, weight, nbr_pair, None, groups)
     if mode == "output":
         out = out / _safe_divisor(pair_weight.sum(1))[:, None]
     if out_importance is not None:

@@ -15,6 +15,13 @@ from .sparse_tensor import SparseConvTensor
 class SparseModule(nn.Module):
     """Base class of modules that take and return a SparseConvTensor."""
 
+    def fused_with(self, bn: nn.BatchNorm1d):
+        """A copy of this module computing ``bn(self(x))`` in one step with bn's running
+        statistics (inference), or None where the module cannot carry it (the default). The
+        sparse convolutions fold bn into their weight and bias (mx_sparse/conv.py);
+        ``SparseSequential.fused`` asks every module a BatchNorm1d follows."""
+        return None
+
 
 def is_sparse_module(module) -> bool:
     return isinstance(module, SparseModule)
@@ -85,15 +92,14 @@ class SparseSequential(SparseModule):
         (inference only: uses the running statistics). Nested SparseSequentials are fused
         too; every other module is the same object as here (as in mx_driving,
         so gradients of the fused net reach these modules' parameters)."""
-        from .conv import SparseConvolution, fuse_batchnorm
-
         items = list(self._modules.items())
         out, i = OrderedDict(), 0
         while i < len(items):
             name, module = items[i]
             nxt = items[i + 1][1] if i + 1 < len(items) else None
-            if isinstance(module, SparseConvolution) and isinstance(nxt, nn.BatchNorm1d):
-                out[name] = fuse_batchnorm(module, nxt)
+            fused = module.fused_with(nxt) if is_sparse_module(module) and isinstance(nxt, nn.BatchNorm1d) else None
+            if fused is not None:
+                out[name] = fused
                 i += 2
                 continue
             out[name] = module.fused() if isinstance(module, SparseSequential) else module

@@ -275,3 +275,91 @@ def test_compiled_backends_come_from_the_dispatcher():
     assert backends[0] == "cpu" and _C.compiled_backends() == backends
     assert ("cuda" in backends) == has("mx_sparse::gather_mm", "CUDA")
     assert ("npu" in backends) == has("mx_sparse::gather_mm", "PrivateUse1")
+
+
+# --- pack/unpack_map, transpose_map, BatchNorm+ReLU: one message set, in kernels/contract -------
+
+from mx_sparse._accelerator.registration import ORCHESTRATION as ACCELERATOR  # noqa: E402
+
+
+def cpu_and_accelerator_error(op, *args):
+    """The CPU kernel and the accelerator orchestration (run on CPU tensors) raise the identical
+    ValueError for the same bad call; returns it."""
+    return same_error(lambda: getattr(ops, op)(*args), lambda: ACCELERATOR[op](*args))
+
+
+def _packed(m=2048, kvol=3):
+    nbr = torch.full((m, kvol), -1, dtype=torch.int32)
+    nbr[:, 0] = 1
+    return ops.pack_map(nbr)
+
+
+def test_pack_map_errors_come_from_the_contract():
+    assert cpu_and_accelerator_error("pack_map", torch.zeros(2, 3, dtype=torch.long)) == \
+        "nbr: expected an int32 neighbor map [M, K], got Long [2, 3]"
+    nbr = torch.full((3, 27), -1, dtype=torch.int32)
+    nbr[1, 4] = -7
+    assert cpu_and_accelerator_error("pack_map", nbr) == \
+        "nbr: entries must be input rows (>= 0) or -1 (no neighbor), got -7 at [1, 4]"
+    _contract.pack_map_entries(-1, 0, 27)   # none: no error
+    assert _contract.PACK_ROWS_PER_BLOCK == 1024 and _contract.PACK_LANES == 16
+    assert [t.shape[0] for t in _packed()] == [2048, 2048, 3]   # 2 blocks of 1024 rows: 3 starts
+
+
+def test_unpack_map_errors_come_from_the_contract():
+    mask, values, starts = _packed()
+    decreasing = starts.clone()
+    decreasing[1] = starts[2] + 1
+    spare = mask.clone()
+    spare[5, 0] |= 1 << 3                    # lane 3 of kvol=3
+    flipped = mask.clone()
+    flipped[1500, 0] ^= 1 << 1               # block 1 gains a value its share does not hold
+    cases = [((mask, values, starts, 0), "kvol: expected a kernel volume in [1, 1048576], got 0"),
+             ((mask, values, starts, 40), "mask: expected int16 [M, 3] for kvol=40, got Short [2048, 1]"),
+             ((mask, values.long(), starts, 3), "values: expected int32 [P], got Long [2048]"),
+             ((mask, values, starts[:2], 3), "block_starts: expected int64 [3] (one per 1024 rows, plus the end), "
+                                             "got Long [2]"),
+             ((mask, values[:-1], starts, 3), "block_starts: expected to run from 0 to 2047 (the number of values), "
+                                              "got 0 .. 2048"),
+             ((mask, values, decreasing, 3), "block_starts: expected non-decreasing, got a decrease at block 1"),
+             ((spare, values, starts, 3), "mask: row 5 sets bits past kvol=3 (offsets that do not exist)"),
+             ((flipped, values, starts, 3), "mask: the set bits of rows 1024..2047 do not match their block_starts "
+                                            "share of values")]
+    for args, expected in cases:
+        assert cpu_and_accelerator_error("unpack_map", *args) == expected
+    assert torch.equal(ACCELERATOR["unpack_map"](mask, values, starts, 3), ops.unpack_map(mask, values, starts, 3))
+
+
+def test_transpose_map_errors_come_from_the_contract():
+    assert cpu_and_accelerator_error("transpose_map", idx([[0, 1]]), -1) == \
+        "num_rows: expected 0 <= num_rows < 2^31 - 1, got -1"
+    assert cpu_and_accelerator_error("transpose_map", idx([[0, 1], [5, -1]]), 3) == \
+        "nbr: row 1 holds an input row outside [0, num_rows=3)"
+    assert cpu_and_accelerator_error("transpose_map", idx([[0, 1], [2, -1], [0, -1]]), 3) == \
+        "nbr: rows 0 and 2 both name input row 0 at offset 0; a neighbor map names each (input row, offset) at " \
+        "most once"
+
+
+def test_batch_norm_relu_errors_come_from_the_contract():
+    x, c3, c2 = torch.randn(4, 3), torch.ones(3), torch.ones(2)
+    forward = [((x.view(2, 2, 3), None, None, None, None, True), "input: expected a [N, C] tensor, got 3 dimensions"),
+               ((x.half(), None, None, None, None, True), "input: expected float32, float64 or bfloat16, got Half"),
+               ((x, c2, None, None, None, True), "weight: expected [3] (one per channel), got [2]"),
+               ((x, None, None, c3.half(), c3, True), "running_mean: expected float32, float64 or bfloat16, got Half"),
+               ((x[:0], None, None, None, None, True), "input: expected at least one row to take statistics over, "
+                                                        "got 0"),
+               ((x, None, None, c3, None, False), "running_mean, running_var: expected both when batch_stats is "
+                                                  "false (normalising with the running statistics)")]
+    for args, expected in forward:
+        assert cpu_and_accelerator_error("batch_norm_relu_forward", *args, 0.1, 1e-5) == expected
+    assert cpu_and_accelerator_error("scale_shift_relu", x, c2, c3) == "scale: expected [3] (one per channel), got [2]"
+    mean = c3.double()
+    backward = [((x[:2], x, mean, mean, None, c3, c3), "grad: expected the shape of input [4, 3], got [2, 3]"),
+                ((x, x, mean.half(), mean, None, c3, c3), "mean: expected float32, float64 or bfloat16, got Half"),
+                ((x, x, mean, mean, None, c3, c2), "shift: expected [3] (one per channel), got [2]")]
+    for args, expected in backward:
+        assert cpu_and_accelerator_error("batch_norm_relu_backward", *args, True) == expected
+    # every check runs before the running statistics are written
+    running = torch.zeros(3)
+    cpu_and_accelerator_error("batch_norm_relu_forward", x, c2, None, running, torch.zeros(3), True, 0.1, 1e-5)
+    assert torch.equal(running, torch.zeros(3))

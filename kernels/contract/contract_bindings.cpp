@@ -1,5 +1,5 @@
-// mx_sparse._C.contract: the checks and rules of op_args.h, pool_args.h, voxelize_args.h,
-// key_packing.h and index_errors.h
+// mx_sparse._C.contract: the checks and rules of op_args.h, pool_args.h, packed_map_args.h,
+// transpose_map_args.h, batch_norm_relu_args.h, voxelize_args.h, key_packing.h and index_errors.h
 // (and through them kernels/common) as Python functions, so that the Python layer, the compat
 // surfaces and the accelerator launch code apply the same contract with the same messages as
 // the C++ kernels instead of a copy (mx_sparse/_contract.py is their Python face). Every error
@@ -10,11 +10,14 @@
 #include <string>
 #include <utility>
 #include <vector>
+#include "batch_norm_relu_args.h"
 #include "index_errors.h"
 #include "key_packing.h"
 #include "../module/module_parts.h"
 #include "op_args.h"
+#include "packed_map_args.h"
 #include "pool_args.h"
+#include "transpose_map_args.h"
 #include "voxelize_args.h"
 
 namespace mxs {
@@ -136,6 +139,8 @@ void register_contract_functions(pybind11::module_& module) {
   m.def("indices", [](const at::Tensor& t, int64_t ndim, const std::string& name) {
     check_index_layout(t, static_cast<int>(ndim), name.c_str());
   }, py::arg("t"), py::arg("ndim"), py::arg("name") = "indices");
+  m.def("row_count", [](int64_t n, const std::string& name) { check_row_count(n, name.c_str()); }, py::arg("n"),
+        py::arg("name") = "indices");
   m.def("neighbor_map", [](const at::Tensor& t, const std::string& name) { check_map(t, name.c_str()); });
   m.def("float_tensor", [](const at::Tensor& t, const std::string& name) { check_float(t, name.c_str()); });
   m.def("same_device", &same_device);
@@ -149,6 +154,26 @@ void register_contract_functions(pybind11::module_& module) {
                                      const at::Tensor& nbr, int64_t num_rows) {
     check_pool_backward_args(grad, argmax.has_value() ? &*argmax : nullptr, nbr, num_rows);
   });
+  m.attr("PACK_ROWS_PER_BLOCK") = kPackRowsPerBlock;
+  m.attr("PACK_LANES") = kPackLanes;
+  m.def("pack_map_operands", [](const at::Tensor& nbr) { check_pack_map_args(nbr); });
+  m.def("pack_map_entries", &check_pack_map_entries, py::arg("bad_entry"), py::arg("bad_value"), py::arg("kvol"));
+  m.def("unpack_map_operands", &check_unpack_map_args, py::arg("mask"), py::arg("values"), py::arg("block_starts"),
+        py::arg("kvol"));
+  m.def("unpack_map_starts", &check_unpack_map_starts, py::arg("first"), py::arg("last"), py::arg("total"),
+        py::arg("decreasing_block"), py::arg("nblocks"));
+  m.def("unpack_map_mask", &check_unpack_map_mask, py::arg("spare_row"), py::arg("mismatch_block"), py::arg("m"),
+        py::arg("kvol"));
+  m.def("batch_norm_relu_forward_operands", &check_batch_norm_relu_forward_args, py::arg("input"),
+        py::arg("weight"), py::arg("bias"), py::arg("running_mean"), py::arg("running_var"), py::arg("batch_stats"));
+  m.def("scale_shift_relu_operands", &check_scale_shift_relu_args, py::arg("input"), py::arg("scale"),
+        py::arg("shift"));
+  m.def("batch_norm_relu_backward_operands", &check_batch_norm_relu_backward_args, py::arg("grad"),
+        py::arg("input"), py::arg("mean"), py::arg("invstd"), py::arg("weight"), py::arg("scale"), py::arg("shift"));
+  m.def("transpose_map_operands", &check_transpose_map_args, py::arg("nbr"), py::arg("num_rows"));
+  m.def("transpose_map_rows", &check_transpose_map_rows, py::arg("bad_row"), py::arg("m"), py::arg("num_rows"));
+  m.def("transpose_map_named_twice", &raise_named_twice, py::arg("earlier"), py::arg("row"), py::arg("input_row"),
+        py::arg("offset"));
   m.def("gather_operands", [](const at::Tensor& features, const std::string& name, const at::Tensor& operand,
                               const at::Tensor& nbr, const std::optional<at::Tensor>& nbr_t, int64_t groups) {
     check_gather_call(features, name.c_str(), operand, nbr, nbr_t, groups);

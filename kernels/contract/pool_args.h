@@ -24,15 +24,10 @@ inline void check_pool_features(const at::Tensor& x, const char* name) {
                     x.scalar_type());
 }
 
-inline void check_pool_map(const at::Tensor& nbr) {
-  TORCH_CHECK_VALUE(nbr.dim() == 2 && nbr.scalar_type() == at::kInt, "nbr: expected an int32 [M, K] map, got ",
-                    nbr.scalar_type(), " with ", nbr.dim(), " dimensions");
-}
-
 // sparse_max_pool / sparse_avg_pool (features [N, C], nbr [M, K]).
 inline void check_pool_args(const at::Tensor& features, const at::Tensor& nbr) {
   check_pool_features(features, "features");
-  check_pool_map(nbr);
+  check_map(nbr, "nbr");
   check_same_device("features", features, {{"nbr", &nbr}});
 }
 
@@ -41,7 +36,7 @@ inline void check_pool_args(const at::Tensor& features, const at::Tensor& nbr) {
 inline void check_pool_backward_args(const at::Tensor& grad, const at::Tensor* argmax, const at::Tensor& nbr,
                                      int64_t num_rows) {
   check_pool_features(grad, "grad");
-  check_pool_map(nbr);
+  check_map(nbr, "nbr");
   check_same_device("grad", grad, {{"argmax", argmax}, {"nbr", &nbr}});
   if (argmax != nullptr)
     TORCH_CHECK_VALUE(argmax->sizes() == grad.sizes(), "argmax: expected the shape of grad ", grad.sizes(), ", got ",

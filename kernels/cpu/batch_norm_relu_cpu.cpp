@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../contract/batch_norm_relu_args.h"  // the argument checks (every backend's)
 #include "batch_norm_relu_rows.h"
 #include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
@@ -36,19 +37,6 @@ namespace mxs {
 namespace {
 
 constexpr int64_t kRowBlock = 512;
-
-bool is_feature_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kBFloat16; }
-
-void check_features(const at::Tensor& x, const char* name) {
-  TORCH_CHECK_VALUE(x.dim() == 2, name, ": expected a [N, C] tensor, got ", x.dim(), " dimensions");
-  TORCH_CHECK_VALUE(is_feature_dtype(x.scalar_type()), name, ": expected float32, float64 or bfloat16, got ",
-                    x.scalar_type());
-}
-
-void check_channel_vector(const at::Tensor& v, const at::Tensor& x, const char* name) {
-  TORCH_CHECK_VALUE(v.dim() == 1 && v.size(0) == x.size(1), name, ": expected [", x.size(1), "] (one per channel), got ",
-                    v.sizes());
-}
 
 // The dtype of the per-channel scale and shift for features of dtype t: what the loops compute in.
 at::ScalarType compute_dtype(at::ScalarType t) { return t == at::kDouble ? at::kDouble : at::kFloat; }
@@ -170,11 +158,7 @@ at::Tensor scale_shift_relu_tensor(const at::Tensor& x, const at::Tensor& scale,
 // tensor ops costs more than the whole kernel on a 1,000-voxel layer.
 std::vector<double> channel_values(const std::optional<at::Tensor>& t, int64_t c, double fill, const char* name) {
   std::vector<double> v(c, fill);
-  if (!t.has_value()) return v;
-  TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == c, name, ": expected [", c, "] (one per channel), got ",
-                    t->sizes());
-  TORCH_CHECK_VALUE(is_feature_dtype(t->scalar_type()), name, ": expected float32, float64 or bfloat16, got ",
-                    t->scalar_type());
+  if (!t.has_value()) return v;  // checked by the op's entry (batch_norm_relu_args.h)
   const at::Tensor d = t->scalar_type() == at::kBFloat16 ? t->to(at::kFloat) : t->contiguous();
   if (d.scalar_type() == at::kFloat)
     std::copy(d.data_ptr<float>(), d.data_ptr<float>() + c, v.begin());
@@ -251,12 +235,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
     const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool batch_stats,
     double momentum, double eps) {
-  check_features(input, "input");
+  check_batch_norm_relu_forward_args(input, weight, bias, running_mean, running_var, batch_stats);
   const at::Tensor x = input.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
   std::vector<double> mean(c), var(c);
   if (batch_stats) {
-    TORCH_CHECK_VALUE(n > 0, "input: expected at least one row to take statistics over, got 0");
     dispatch_storage(x.scalar_type(), [&](auto s) {
       channel_stats(data_of<decltype(s)>(x), n, c, mean, var);
       return 0;
@@ -266,9 +249,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
     blend_into(running_mean, mean, momentum, "running_mean");
     blend_into(running_var, unbiased, momentum, "running_var");
   } else {
-    TORCH_CHECK_VALUE(running_mean.has_value() && running_var.has_value(),
-                      "running_mean, running_var: expected both when batch_stats is false (normalising with "
-                      "the running statistics)");
     mean = channel_values(running_mean, c, 0.0, "running_mean");
     var = channel_values(running_var, c, 0.0, "running_var");
   }
@@ -286,9 +266,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
 }
 
 at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift) {
-  check_features(input, "input");
-  check_channel_vector(scale, input, "scale");
-  check_channel_vector(shift, input, "shift");
+  check_scale_shift_relu_args(input, scale, shift);
   const at::ScalarType held = compute_dtype(input.scalar_type());
   return scale_shift_relu_tensor(input.contiguous(), scale.to(held).contiguous(), shift.to(held).contiguous());
 }
@@ -296,9 +274,7 @@ at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_backward_cpu(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& weight, const at::Tensor& scale, const at::Tensor& shift, bool batch_stats) {
-  check_features(input, "input");
-  TORCH_CHECK_VALUE(grad.sizes() == input.sizes(), "grad: expected the shape of input ", input.sizes(), ", got ",
-                    grad.sizes());
+  check_batch_norm_relu_backward_args(grad, input, mean, invstd, weight, scale, shift);
   const int64_t c = input.size(1);
   const auto dt = input.scalar_type();
   const at::Tensor x = input.contiguous(), dy = grad.to(dt).contiguous();

@@ -11,82 +11,42 @@
 #include <vector>
 #include "large_tensor_pool.h"
 #include "voxel_index_checks.h"
+#include "window_shares.h"
 
 namespace mxs {
 namespace {
 
-// The inputs one output voxel reads, axis by axis: the rule is separable, so each axis lists
-// its valid (kernel position, input coordinate) pairs -- sum(kernel) tests instead of
-// kvol * ndim -- as shares of the offset index k and of the input key, and the inputs are
-// their row-major product (an odometer, ascending k).
+// The inputs one output voxel reads (window_shares.h): per axis, the (kernel position, input
+// coordinate) pairs of the strided or transposed rule (conv_rules.h).
 class InputReach {
  public:
   InputReach(const ConvGeometry& geo, const Grid& in_grid, bool transposed)
-      : geo_(geo), in_grid_(in_grid), nd_(geo.ndim), transposed_(transposed) {
-    int64_t slots = 0;
-    for (int d = 0; d < nd_; ++d) slots += 2 * geo.kernel[d];
-    scratch_.resize(slots);
-    int64_t* free_slot = scratch_.data();
-    int64_t k_stride = 1;
-    for (int d = nd_ - 1; d >= 0; --d) {
-      k_share_[d] = free_slot;
-      key_share_[d] = free_slot + geo.kernel[d];
-      free_slot += 2 * geo.kernel[d];
-      k_stride_[d] = k_stride;
-      k_stride *= geo.kernel[d];
-      key_stride_[d] = d == nd_ - 1 ? 1 : key_stride_[d + 1] * in_grid.shape[d + 1];
-    }
-    batch_stride_ = key_stride_[0] * in_grid.shape[0];
-  }
+      : geo_(geo), in_grid_(in_grid), transposed_(transposed), window_(geo, in_grid) {}
 
   // Moves to the output voxel at coordinates o; returns how many grid inputs its window holds.
   int64_t set(const int64_t* o) {
-    int64_t total = 1;
-    for (int d = 0; d < nd_; ++d) {
-      list_axis(d, o[d]);
-      total *= count_[d];
-    }
-    return total;
+    for (int d = 0; d < geo_.ndim; ++d) list_axis(d, o[d]);
+    return window_.size();
   }
 
   // fn(input key, k) for every window position of the voxel last passed to set().
   template <typename Fn>
-  void for_each(int64_t batch, Fn fn) const {
-    int64_t at[kMaxSpatialDims] = {};
-    while (true) {
-      int64_t k = 0, key = batch * batch_stride_;
-      for (int d = 0; d < nd_; ++d) {
-        k += k_share_[d][at[d]];
-        key += key_share_[d][at[d]];
-      }
-      fn(key, k);
-      int d = nd_ - 1;
-      while (d >= 0 && ++at[d] == count_[d]) at[d--] = 0;
-      if (d < 0) return;
-    }
-  }
+  void for_each(int64_t batch, Fn fn) const { window_.for_each(batch, fn); }
 
  private:
   void list_axis(int d, int64_t o) {
-    count_[d] = 0;
+    window_.clear_axis(d);
     for (int64_t kp = 0; kp < geo_.kernel[d]; ++kp) {
       const int64_t i = transposed_ ? conv_transpose_axis_input(geo_, in_grid_, d, o, kp)
                                     : conv_axis_input(geo_, in_grid_, d, o, kp);
-      if (i < 0) continue;
-      k_share_[d][count_[d]] = kp * k_stride_[d];
-      key_share_[d][count_[d]++] = i * key_stride_[d];
+      if (i >= 0) window_.add(d, kp, i);
     }
   }
 
   const ConvGeometry& geo_;
   const Grid& in_grid_;
-  const int nd_;
   const bool transposed_;
-  std::vector<int64_t> scratch_;  // 2 * sum(kernel) slots for the share lists
-  int64_t count_[kMaxSpatialDims];
-  int64_t k_stride_[kMaxSpatialDims], key_stride_[kMaxSpatialDims], batch_stride_;
-  int64_t* k_share_[kMaxSpatialDims];    // kernel position * its stride in k
-  int64_t* key_share_[kMaxSpatialDims];  // input coordinate * its stride in the key
+  WindowShares window_;
 };
 
 // Finds input keys for ascending queries of one kernel offset: the outputs are visited in key

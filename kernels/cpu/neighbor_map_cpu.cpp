@@ -14,6 +14,8 @@
 #include "portable_switch.h"
 #include "sorted_voxels.h"
 #include "voxel_index_checks.h"
+#include "window_shares.h"
+#include "../contract/transpose_map_args.h"
 
 namespace mxs {
 namespace {
@@ -140,72 +142,38 @@ struct OutputPair {
 };
 
 // The outputs a strided-conv input reaches (with `transposed`: a transposed-conv
-// input, conv_transpose_axis_output). The output rule is separable per axis, so
-// each axis lists its valid (kernel position, output coordinate) pairs
-// (sum(kernel) tests instead of kvol * ndim), and the outputs are their
-// row-major product, visited by an odometer in ascending k. Both the offset
-// index k and the output key are sums of one share per axis, so the lists hold
-// those shares. Sorted inputs share their leading coordinates with the previous
-// voxel almost always, so each axis keeps the list of its last coordinate.
+// input, conv_transpose_axis_output), as a separable window (window_shares.h). Sorted inputs
+// share their leading coordinates with the previous voxel almost always, so each axis keeps the
+// list of its last coordinate.
 class OutputReach {
  public:
   OutputReach(const ConvGeometry& geo, const Grid& out_grid, bool transposed)
-      : geo_(geo), out_grid_(out_grid), nd_(geo.ndim), transposed_(transposed) {
-    int64_t slots = 0;
-    for (int d = 0; d < nd_; ++d) slots += 2 * geo.kernel[d];
-    scratch_.resize(slots);
-    int64_t* free_slot = scratch_.data();
-    int64_t k_stride = 1;
-    for (int d = nd_ - 1; d >= 0; --d) {
-      k_share_[d] = free_slot;
-      key_share_[d] = free_slot + geo.kernel[d];
-      free_slot += 2 * geo.kernel[d];
+      : geo_(geo), out_grid_(out_grid), transposed_(transposed), window_(geo, out_grid) {
+    for (int d = 0; d < geo.ndim; ++d) {
       coord_[d] = -1;  // nothing cached yet (coordinates are >= 0)
-      k_stride_[d] = k_stride;
-      k_stride *= geo.kernel[d];
-      key_stride_[d] = d == nd_ - 1 ? 1 : key_stride_[d + 1] * out_grid.shape[d + 1];
       stride_[d] = FastDivisor(geo.stride[d]);
     }
-    batch_stride_ = key_stride_[0] * out_grid.shape[0];
   }
 
   // Moves to the input voxel at coordinates c; returns how many outputs it reaches.
   int64_t set(const int64_t* c) {
-    int64_t total = 1;
-    for (int d = 0; d < nd_; ++d) {
+    for (int d = 0; d < geo_.ndim; ++d)
       if (c[d] != coord_[d]) list_axis(d, c[d]);
-      total *= count_[d];
-    }
-    return total;
+    return window_.size();
   }
 
   // Calls fn(out_key, k) for every output of the voxel last passed to set().
   template <typename Fn>
-  void for_each(int64_t batch, Fn fn) const {
-    int64_t at[kMaxSpatialDims] = {};
-    while (true) {
-      int64_t k = 0, key = batch * batch_stride_;
-      for (int d = 0; d < nd_; ++d) {
-        k += k_share_[d][at[d]];
-        key += key_share_[d][at[d]];
-      }
-      fn(key, k);
-      int d = nd_ - 1;
-      while (d >= 0 && ++at[d] == count_[d]) at[d--] = 0;
-      if (d < 0) return;
-    }
-  }
+  void for_each(int64_t batch, Fn fn) const { window_.for_each(batch, fn); }
 
  private:
   void list_axis(int d, int64_t c) {
     coord_[d] = c;
-    count_[d] = 0;
+    window_.clear_axis(d);
     for (int64_t kp = 0; kp < geo_.kernel[d]; ++kp) {
       if (transposed_) {
         const int64_t o = conv_transpose_axis_output(geo_, out_grid_, d, c, kp);
-        if (o < 0) continue;
-        k_share_[d][count_[d]] = kp * k_stride_[d];
-        key_share_[d][count_[d]++] = o * key_stride_[d];
+        if (o >= 0) window_.add(d, kp, o);
         continue;
       }
       // the strided rule of conv_rules.h: o = (c + p - kp*d) / s, an exact in-range quotient
@@ -214,22 +182,16 @@ class OutputReach {
       if (num < 0) continue;
       int64_t rem;
       const int64_t o = stride_[d].divide(num, &rem);
-      if (rem != 0 || o >= out_grid_.shape[d]) continue;
-      k_share_[d][count_[d]] = kp * k_stride_[d];
-      key_share_[d][count_[d]++] = o * key_stride_[d];
+      if (rem == 0 && o < out_grid_.shape[d]) window_.add(d, kp, o);
     }
   }
 
   const ConvGeometry& geo_;
   const Grid& out_grid_;
-  const int nd_;
   const bool transposed_;
-  std::vector<int64_t> scratch_;  // 2 * sum(kernel) slots for the share lists
-  int64_t coord_[kMaxSpatialDims], count_[kMaxSpatialDims];
-  int64_t k_stride_[kMaxSpatialDims], key_stride_[kMaxSpatialDims], batch_stride_;
+  WindowShares window_;
+  int64_t coord_[kMaxSpatialDims];
   FastDivisor stride_[kMaxSpatialDims];
-  int64_t* k_share_[kMaxSpatialDims];    // kernel position * its stride in k
-  int64_t* key_share_[kMaxSpatialDims];  // output coordinate * its stride in the key
 };
 
 // Every contribution, sorted by output key: counted per fixed chunk of rows,
@@ -511,14 +473,11 @@ std::tuple<at::Tensor, at::Tensor> build_conv_transpose_map_cpu(
   for (size_t j = 1; j < seen.size(); ++j)
     if (seen[j].first == seen[j - 1].first && seen[j].second < row)
       row = seen[j].second, first = seen[j - 1].second, cell = seen[j].first;
-  TORCH_CHECK_VALUE(false, "nbr: rows ", first, " and ", row, " both name input row ", cell / kvol, " at offset ",
-                    cell % kvol, "; a neighbor map names each (input row, offset) at most once");
+  raise_named_twice(first, row, cell / kvol, cell % kvol);
 }
 
 at::Tensor transpose_map_cpu(const at::Tensor& nbr_in, int64_t num_rows) {
-  check_map(nbr_in, "nbr");
-  TORCH_CHECK_VALUE(num_rows >= 0 && num_rows < INT32_MAX, "num_rows: expected 0 <= num_rows < 2^31 - 1, got ",
-                    num_rows);
+  check_transpose_map_args(nbr_in, num_rows);
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), kvol = nbr.size(1);
   check_row_count(m);
@@ -543,8 +502,7 @@ at::Tensor transpose_map_cpu(const at::Tensor& nbr_in, int64_t num_rows) {
       }
     named_twice += twice;
   });
-  TORCH_CHECK_VALUE(!bad.any(), "nbr: row ", bad.row.load(), " holds an input row outside [0, num_rows=",
-                    num_rows, ")");
+  if (bad.any()) check_transpose_map_rows(bad.row.load(), m, num_rows);
   // A map names each (input row, offset) at most once (the builders' maps do); otherwise no
   // transpose exists. Two chunks writing the same cell at the same instant could both miss
   // it, but chunks of one map cannot share a cell unless it is already broken this way.

@@ -1,4 +1,4 @@
-// CPU kernels of pack_map / unpack_map (format in kernels/schema/schema.cpp): a
+// CPU kernels of pack_map / unpack_map (format and checks: kernels/contract/packed_map_args.h): a
 // neighbor map reduced to its present entries plus one bit per (row, offset).
 // LiDAR maps are mostly -1 (about 7 of 27 offsets present in a submanifold map,
 // 3 to 4 in a strided one), so a packed map takes a third of the memory or less;
@@ -14,7 +14,7 @@
 #include <functional>
 
 #include "../common/mxs_qualifiers.h"  // kNoNeighbor
-#include "../contract/op_args.h"            // kMaxKernelVolume
+#include "../contract/packed_map_args.h"
 #include "large_tensor_pool.h"
 #include "portable_switch.h"
 
@@ -25,11 +25,11 @@
 namespace mxs {
 namespace {
 
-constexpr int64_t kRowsPerBlock = 1024;  // part of the format: schema.cpp and the fake kernel name it
-constexpr int64_t kLanes = 16;           // offsets per mask word (int16)
+constexpr int64_t kRowsPerBlock = kPackRowsPerBlock;
+constexpr int64_t kLanes = kPackLanes;
 
-int64_t mask_words(int64_t kvol) { return (kvol + kLanes - 1) / kLanes; }
-int64_t num_blocks(int64_t m) { return (m + kRowsPerBlock - 1) / kRowsPerBlock; }
+int64_t mask_words(int64_t kvol) { return pack_mask_words(kvol); }
+int64_t num_blocks(int64_t m) { return pack_blocks(m); }
 uint16_t lanes_below(int64_t n) { return n >= kLanes ? 0xFFFF : n <= 0 ? 0 : uint16_t((1u << n) - 1u); }
 
 // The three kernels below exist twice: portable, and AVX-512 (compress/expand of
@@ -160,8 +160,7 @@ void for_each_block(int64_t nblocks, const std::function<void(int64_t)>& fn) {
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> pack_map_cpu(const at::Tensor& nbr_in) {
-  TORCH_CHECK_VALUE(nbr_in.dim() == 2 && nbr_in.scalar_type() == at::kInt, "nbr: expected an int32 [M, K] map, got ",
-                    nbr_in.scalar_type(), " ", nbr_in.sizes());
+  check_pack_map_args(nbr_in);
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), kvol = nbr.size(1), nblocks = num_blocks(m);
   at::Tensor mask = empty_cpu({m, mask_words(kvol)}, nbr.options().dtype(at::kShort));
@@ -176,8 +175,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pack_map_cpu(const at::Tensor& nb
     start[b + 1] = mask_rows(src, kvol, r0, r1, bits, bad);
     for (int64_t cur = first_bad.load(); bad >= 0 && bad < cur && !first_bad.compare_exchange_weak(cur, bad);) {}
   });
-  TORCH_CHECK_VALUE(first_bad.load() == INT64_MAX, "nbr: entries must be input rows (>= 0) or -1 (no neighbor), got ",
-                    src[first_bad.load()], " at [", first_bad.load() / kvol, ", ", first_bad.load() % kvol, "]");
+  if (first_bad.load() != INT64_MAX) check_pack_map_entries(first_bad.load(), src[first_bad.load()], kvol);
   start[0] = 0;
   for (int64_t b = 0; b < nblocks; ++b) start[b + 1] += start[b];
   at::Tensor values = empty_cpu({start[nblocks]}, nbr.options());
@@ -191,34 +189,23 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> pack_map_cpu(const at::Tensor& nb
 
 at::Tensor unpack_map_cpu(const at::Tensor& mask_in, const at::Tensor& values_in, const at::Tensor& starts_in,
                           int64_t kvol) {
-  TORCH_CHECK_VALUE(kvol > 0 && kvol <= kMaxKernelVolume, "kvol: expected a kernel volume in [1, ", kMaxKernelVolume,
-                    "], got ", kvol);
-  TORCH_CHECK_VALUE(mask_in.dim() == 2 && mask_in.scalar_type() == at::kShort && mask_in.size(1) == mask_words(kvol),
-                    "mask: expected int16 [M, ", mask_words(kvol), "] for kvol=", kvol, ", got ",
-                    mask_in.scalar_type(), " ", mask_in.sizes());
+  check_unpack_map_args(mask_in, values_in, starts_in, kvol);
   const int64_t m = mask_in.size(0), nblocks = num_blocks(m);
-  TORCH_CHECK_VALUE(values_in.dim() == 1 && values_in.scalar_type() == at::kInt,
-                    "values: expected int32 [P], got ", values_in.scalar_type(), " ", values_in.sizes());
-  TORCH_CHECK_VALUE(starts_in.dim() == 1 && starts_in.scalar_type() == at::kLong && starts_in.size(0) == nblocks + 1,
-                    "block_starts: expected int64 [", nblocks + 1, "] (one per ", kRowsPerBlock,
-                    " rows, plus the end), got ", starts_in.scalar_type(), " ", starts_in.sizes());
   const at::Tensor mask = mask_in.contiguous(), values = values_in.contiguous(), starts = starts_in.contiguous();
   const auto* bits = reinterpret_cast<const uint16_t*>(mask.data_ptr<int16_t>());
   const int32_t* src = values.data_ptr<int32_t>();
   const int64_t* start = starts.data_ptr<int64_t>();
   const int64_t total = values.size(0);
-  TORCH_CHECK_VALUE(start[0] == 0 && start[nblocks] == total, "block_starts: expected to run from 0 to ", total,
-                    " (the number of values), got ", start[0], " .. ", start[nblocks]);
-  for (int64_t b = 0; b < nblocks; ++b)
-    TORCH_CHECK_VALUE(start[b] <= start[b + 1], "block_starts: expected non-decreasing, got ", start[b], " then ",
-                      start[b + 1], " at block ", b);
-  // lanes past kvol in each row's last word must be clear (pack_map never sets them); the two
-  // unpack loops would count them differently
+  int64_t decreasing = nblocks;
+  for (int64_t b = nblocks - 1; b >= 0; --b)
+    if (start[b] > start[b + 1]) decreasing = b;
+  check_unpack_map_starts(start[0], start[nblocks], total, decreasing, nblocks);
   const int64_t words = mask_words(kvol);
-  const uint16_t spare = uint16_t(~lanes_below(kvol - (words - 1) * kLanes));
-  for (int64_t r = 0; r < m && spare != 0; ++r)
-    TORCH_CHECK_VALUE((bits[r * words + words - 1] & spare) == 0, "mask: row ", r,
-                      " sets bits past kvol=", kvol, " (offsets that do not exist)");
+  const uint16_t spare = pack_spare_lanes(kvol);
+  int64_t spare_row = m;
+  for (int64_t r = 0; r < m && spare != 0 && spare_row == m; ++r)
+    if (bits[r * words + words - 1] & spare) spare_row = r;
+  check_unpack_map_mask(spare_row, nblocks, m, kvol);
   at::Tensor nbr = empty_cpu({m, kvol}, values.options());
   int32_t* dst = nbr.data_ptr<int32_t>();
   std::atomic<int64_t> first_bad{INT64_MAX};
@@ -227,9 +214,7 @@ at::Tensor unpack_map_cpu(const at::Tensor& mask_in, const at::Tensor& values_in
     if (unpack_rows(bits, src + start[b], kvol, r0, r1, share, dst) != share)
       for (int64_t cur = first_bad.load(); b < cur && !first_bad.compare_exchange_weak(cur, b);) {}
   });
-  TORCH_CHECK_VALUE(first_bad.load() == INT64_MAX, "mask: the set bits of rows ", first_bad.load() * kRowsPerBlock,
-                    "..", std::min(m, (first_bad.load() + 1) * kRowsPerBlock) - 1,
-                    " do not match their block_starts share of values");
+  check_unpack_map_mask(m, std::min(first_bad.load(), nblocks), m, kvol);
   return nbr;
 }
 

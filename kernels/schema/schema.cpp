@@ -1,6 +1,7 @@
 // The one declaration of every mx_sparse operator. Backends add implementations
-// under their dispatch key (CPU here, CUDA in mx_sparse/_cuda, PrivateUse1 in
-// kernels/ascend); autograd is attached once in autograd.cpp; fake (meta) kernels
+// under their dispatch key (CPU in kernels/cpu; CUDA and PrivateUse1 in
+// mx_sparse/_accelerator/registration.py, over the device primitives of mx_sparse/_cuda
+// and kernels/ascend/binding; voxelization in kernels/generic); autograd is attached once in autograd.cpp; fake (meta) kernels
 // are registered from Python (mx_sparse/_op_registration.py) because the strided map has a
 // data-dependent number of rows.
 //

@@ -4,6 +4,6 @@ ops, kernels/schema/schema.cpp) that each device supplies -- CUDA its Triton ker
 the NPU its AscendC kernels (kernels/ascend/binding), any device the torch-operator fallbacks
 of fallback.py. registration.py says which dispatch key gets what. See docs/en/architecture.md.
 """
-# The contract's Python face (argument checks and bounds, the C++ messages of kernels/contract/op_args.h);
-# the one import of it in this package.
+# The contract's Python face (argument checks and bounds, the C++ messages of kernels/contract/);
+# the one import of it in this package: its modules take it as ``from . import op_args``.
 from .. import _contract as op_args  # noqa: F401

@@ -16,35 +16,15 @@ Triton kernels; the NPU path for the torch operators).
 """
 import torch
 
-from .. import _contract as op_args
-
-FEATURE_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+from . import op_args   # the argument checks of the CPU kernels (kernels/contract/batch_norm_relu_args.h)
 
 
 def _compute_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _check_features(x, name):
-    if x.dim() != 2:
-        raise ValueError(f"{name}: expected a [N, C] tensor, got {x.dim()} dimensions")
-    if x.dtype not in FEATURE_DTYPES:
-        raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {x.dtype}")
-
-
-def _check_channel(t, c, name):
-    """A per-channel vector: [C] of a feature dtype, as the CPU kernels require."""
-    if t is None:
-        return
-    if t.dim() != 1 or t.shape[0] != c:
-        raise ValueError(f"{name}: expected [{c}] (one per channel), got {list(t.shape)}")
-    if t.dtype not in FEATURE_DTYPES:
-        raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {t.dtype}")
-
-
 def _channel_values(t, c, fill, name, device):
-    """A per-channel vector in float64 (``fill`` where absent)."""
-    _check_channel(t, c, name)
+    """A per-channel vector in float64 (``fill`` where absent; checked by the op's entry)."""
     if t is None:
         return torch.full((c,), fill, dtype=torch.float64, device=device)
     return t.double()
@@ -159,16 +139,7 @@ def kernels_for(device: torch.device):
 
 
 def batch_norm_relu_forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
-    _check_features(input, "input")
-    op_args.same_device("input", input, weight=weight, bias=bias, running_mean=running_mean, running_var=running_var)
-    n, c = input.shape
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
-        _check_channel(t, c, name)   # all before anything is written
-    if batch_stats and n == 0:
-        raise ValueError("input: expected at least one row to take statistics over, got 0")
-    if not batch_stats and (running_mean is None or running_var is None):
-        raise ValueError("running_mean, running_var: expected both when batch_stats is false (normalising with "
-                         "the running statistics)")
+    op_args.batch_norm_relu_forward_operands(input, weight, bias, running_mean, running_var, batch_stats)
     kernels = kernels_for(input.device)
     mean, invstd, scale, shift = kernels.coefficients(input, weight, bias, running_mean, running_var, batch_stats,
                                                       momentum, eps)
@@ -176,20 +147,10 @@ def batch_norm_relu_forward(input, weight, bias, running_mean, running_var, batc
 
 
 def scale_shift_relu(input, scale, shift):
-    _check_features(input, "input")
-    op_args.same_device("input", input, scale=scale, shift=shift)
-    for name, v in (("scale", scale), ("shift", shift)):
-        if v.dim() != 1 or v.shape[0] != input.shape[1]:
-            raise ValueError(f"{name}: expected [{input.shape[1]}] (one per channel), got {list(v.shape)}")
+    op_args.scale_shift_relu_operands(input, scale, shift)
     return kernels_for(input.device).scale_shift_relu(input, scale, shift)
 
 
 def batch_norm_relu_backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
-    _check_features(input, "input")
-    op_args.same_device("input", input, grad=grad, mean=mean, invstd=invstd, weight=weight, scale=scale, shift=shift)
-    if grad.shape != input.shape:
-        raise ValueError(f"grad: expected the shape of input {list(input.shape)}, got {list(grad.shape)}")
-    c = input.shape[1]
-    for name, t in (("mean", mean), ("invstd", invstd), ("weight", weight), ("scale", scale), ("shift", shift)):
-        _check_channel(t, c, name)
+    op_args.batch_norm_relu_backward_operands(grad, input, mean, invstd, weight, scale, shift)
     return kernels_for(input.device).backward(grad, input, mean, invstd, weight, scale, shift, batch_stats)

@@ -35,7 +35,7 @@ def pair_keys(indices, out_shape, kernel, stride, pads_begin, dilation):
     INT64_MAX where that output lies outside the grid."""
     ndim = len(out_shape)
     idx = indices.long()
-    inside, key = None, idx.select(1, 0)
+    inside, coords = None, []
     for d in range(ndim):
         along = [1] * ndim
         along[d] = kernel[d]
@@ -43,7 +43,8 @@ def pair_keys(indices, out_shape, kernel, stride, pads_begin, dilation):
         o = idx.select(1, 1 + d) * stride[d] - pads_begin[d] + reach
         ok = (o >= 0) & (o < out_shape[d])
         inside = ok if inside is None else inside & ok
-        key = key * out_shape[d] + o
+        coords.append(o)
+    key = voxel_keys.pack_columns(idx.select(1, 0), coords, out_shape)
     return torch.where(inside, key, INT64_MAX).reshape(-1)
 
 
@@ -72,8 +73,7 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
     bad_row, dup_row, m = host_sync.read(torch.cat([flags, count.long()]),
                                          "build_conv_transpose_map: value checks and output count")
     index_checks.raise_bad_rows(indices, shape, batch_size, bad_row, dup_row)
-    if m >= op_args.INT32_MAX:
-        raise ValueError(f"indices: {m} rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1")
+    op_args.row_count(m)
     out_idx = voxel_keys.unpack(out_keys.narrow(0, 0, m), out_shape)
     query = voxel_keys.pack(out_idx, padded, shift=base)
     # offset k is the mirrored offset K-1-k: the lookup takes the deltas in their own (ascending

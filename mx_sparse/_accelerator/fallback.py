@@ -9,6 +9,8 @@ the orchestration's host-read count (tests/cuda/test_fake_cuda_trace.py traces t
 """
 import torch
 
+from . import op_args, voxel_keys
+
 INT64_MAX = torch.iinfo(torch.int64).max
 NO_NEIGHBOR = -1
 # Offsets are looked up in chunks whose temporaries hold about this many int64 values.
@@ -35,11 +37,10 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
     """The output-grid key of every (offset k, input n) pair, k-major; INT64_MAX where offset k
     takes input n to no output voxel (i = o*s - p + kp*d has no solution 0 <= o < O)."""
     ndim = len(spatial_shape)
-    out_shape = [(spatial_shape[d] + 2 * padding[d] - dilation[d] * (kernel_size[d] - 1) - 1) // stride[d] + 1
-                 for d in range(ndim)]
+    out_shape = op_args.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
     idx = indices.long()
     # pairs as [k_0, ..., k_{nd-1}, N] by broadcasting (row-major k), flattened at the end
-    reach, key = None, idx.select(1, 0)
+    reach, coords = None, []
     for d in range(ndim):
         along = [1] * ndim
         along[d] = kernel_size[d]
@@ -48,7 +49,8 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
         o = num.div(stride[d], rounding_mode="floor")
         ok = (num >= 0) & (o * stride[d] == num) & (o < out_shape[d])
         reach = ok if reach is None else reach & ok
-        key = key * out_shape[d] + o
+        coords.append(o)
+    key = voxel_keys.pack_columns(idx.select(1, 0), coords, out_shape)
     return torch.where(reach, key, INT64_MAX).reshape(-1)
 
 

@@ -109,8 +109,7 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
                                              "build_conv_map: value checks and output count")
         index_checks.raise_bad_rows(indices, shape, batch_size, bad_row, dup_row)
         built_maps.vouch_indices(indices, shape, batch_size)
-    if m >= op_args.INT32_MAX:
-        raise ValueError(f"indices: {m} rows do not fit the int32 neighbor map; expected fewer than 2^31 - 1")
+    op_args.row_count(m)
     out_idx = voxel_keys.unpack(out_keys.narrow(0, 0, m), out_shape)
     query = voxel_keys.pack(out_idx, padded, scale=stride)
     deltas = voxel_keys.deltas(kernel, dilation, padded, False, dev)
@@ -139,9 +138,7 @@ def _conv_out_keys(indices, shape, batch_size, kernel, stride, pads_begin, pads_
 
 
 def transpose_map(nbr, num_rows):
-    op_args.neighbor_map(nbr, "nbr")
-    if not 0 <= num_rows < op_args.INT32_MAX:
-        raise ValueError(f"num_rows: expected 0 <= num_rows < 2^31 - 1, got {num_rows}")
+    op_args.transpose_map_operands(nbr, num_rows)
     m, kvol = nbr.shape
     cells = num_rows * kvol
     if m == 0 or kvol == 0:
@@ -169,13 +166,11 @@ def transpose_map(nbr, num_rows):
     bad_row, dup_row = host_sync.read(torch.stack([torch.where(bad, rows, m).amin(),
                                                    torch.where(twice.any(1), rows, m).amin()]),
                                       "transpose_map: entries in range, each (input row, offset) once")
-    if bad_row < m:
-        raise ValueError(f"nbr: row {bad_row} holds an input row outside [0, num_rows={num_rows})")
+    op_args.transpose_map_rows(bad_row, m, num_rows)
     if dup_row < m:
         at = torch.where(twice[dup_row], cell[dup_row], cells).amin()
         at, earlier = host_sync.read(torch.stack([at, first.take(at)]), "transpose_map: the error message")
-        raise ValueError(f"nbr: rows {earlier} and {dup_row} both name input row {at // kvol} at offset "
-                         f"{at % kvol}; a neighbor map names each (input row, offset) at most once")
+        op_args.transpose_map_named_twice(earlier, dup_row, at // kvol, at % kvol)
     # each cell named once at most: its only row is the transpose
     named = first.narrow(0, 0, cells)
     return torch.where(named < m, named, NO_NEIGHBOR).int().view(num_rows, kvol)

@@ -1,5 +1,5 @@
 """pack_map / unpack_map of the accelerator backends (CUDA, NPU), from torch's operators: the CPU kernels' format
-(kernels/schema/schema.cpp) and checks, the same tensors bit for bit, so a training step on an
+and checks (kernels/contract/packed_map_args.h, through mx_sparse._contract), the same tensors bit for bit, so a training step on an
 accelerator holds the maps no layer is using packed as it does on the CPU (mx_sparse/packed_map.py).
 
   mask [M, ceil(K/16)] int16   bit j of mask[m, w] set where nbr[m, 16w + j] >= 0
@@ -13,11 +13,10 @@ Indexing avoids Python's [] for the reason given in neighbor_map.py.
 """
 import torch
 
-from .. import _contract as op_args
-from . import built_maps, host_sync
+from . import built_maps, host_sync, op_args
 
-ROWS_PER_BLOCK = 1024  # part of the format
-LANES = 16             # offsets per mask word
+ROWS_PER_BLOCK = op_args.PACK_ROWS_PER_BLOCK  # part of the format
+LANES = op_args.PACK_LANES                    # offsets per mask word
 
 
 def _cdiv(a, b):
@@ -41,8 +40,7 @@ def _block_counts(present, blocks):
 
 
 def pack_map(nbr):
-    if nbr.dim() != 2 or nbr.dtype != torch.int32:
-        raise ValueError(f"nbr: expected an int32 [M, K] map, got {nbr.dtype} {list(nbr.shape)}")
+    op_args.pack_map_operands(nbr)
     m, kvol = nbr.shape
     words, blocks, dev = _cdiv(kvol, LANES), _cdiv(m, ROWS_PER_BLOCK), nbr.device
     nbr = nbr.contiguous()
@@ -55,7 +53,7 @@ def pack_map(nbr):
     if m * kvol and first_bad < m * kvol:
         r, k = divmod(first_bad, kvol)
         value, = host_sync.read(nbr.select(0, r).narrow(0, k, 1), "error message")
-        raise ValueError(f"nbr: entries must be input rows (>= 0) or -1 (no neighbor), got {value} at [{r}, {k}]")
+        op_args.pack_map_entries(first_bad, value, kvol)
     lanes = torch.nn.functional.pad(present.int(), (0, words * LANES - kvol))
     bits = (lanes.view(m, words, LANES) * _lane_weights(dev)).sum(2, dtype=torch.int32)
     mask = (bits - (bits >= 1 << 15).int() * (1 << 16)).to(torch.int16)   # the 16 bits, as int16
@@ -71,18 +69,9 @@ def pack_map(nbr):
 
 
 def unpack_map(mask, values, block_starts, kvol):
-    if not 0 < kvol <= op_args.MAX_KERNEL_VOLUME:
-        raise ValueError(f"kvol: expected a kernel volume in [1, {op_args.MAX_KERNEL_VOLUME}], got {kvol}")
+    op_args.unpack_map_operands(mask, values, block_starts, kvol)
     words = _cdiv(kvol, LANES)
-    if mask.dim() != 2 or mask.dtype != torch.int16 or mask.shape[1] != words:
-        raise ValueError(f"mask: expected int16 [M, {words}] for kvol={kvol}, got {mask.dtype} {list(mask.shape)}")
     m, blocks = mask.shape[0], _cdiv(mask.shape[0], ROWS_PER_BLOCK)
-    if values.dim() != 1 or values.dtype != torch.int32:
-        raise ValueError(f"values: expected int32 [P], got {values.dtype} {list(values.shape)}")
-    if block_starts.dim() != 1 or block_starts.dtype != torch.int64 or block_starts.shape[0] != blocks + 1:
-        raise ValueError(f"block_starts: expected int64 [{blocks + 1}] (one per {ROWS_PER_BLOCK} rows, plus the "
-                         f"end), got {block_starts.dtype} {list(block_starts.shape)}")
-    op_args.same_device("mask", mask, values=values, block_starts=block_starts)
     total, dev = values.shape[0], mask.device
     present = _present(mask, kvol)
     made_here, rows = built_maps.packed_unchanged(mask, values, block_starts)
@@ -105,16 +94,8 @@ def unpack_map(mask, values, block_starts, kvol):
     start, end, decreasing, spare_row, mismatch = host_sync.read(
         torch.stack([block_starts.select(0, 0), block_starts.select(0, blocks), decreasing, spare_row, mismatch]),
         "unpack_map: block_starts checks")
-    if start != 0 or end != total:
-        raise ValueError(f"block_starts: expected to run from 0 to {total} (the number of values), got "
-                         f"{start} .. {end}")
-    if decreasing < blocks:
-        raise ValueError(f"block_starts: expected non-decreasing, got a decrease at block {decreasing}")
-    if spare_row < m:
-        raise ValueError(f"mask: row {spare_row} sets bits past kvol={kvol} (offsets that do not exist)")
-    if mismatch < blocks:
-        raise ValueError(f"mask: the set bits of rows {mismatch * ROWS_PER_BLOCK}.."
-                         f"{min(m, (mismatch + 1) * ROWS_PER_BLOCK) - 1} do not match their block_starts share of values")
+    op_args.unpack_map_starts(start, end, total, decreasing, blocks)
+    op_args.unpack_map_mask(spare_row, mismatch, m, kvol)
     return _unpacked(present, values, m, kvol)
 
 

@@ -9,12 +9,18 @@ from . import op_args
 
 
 def pack(idx, shape, shift=None, scale=None):
-    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for int64 rows idx [N, 1+nd]: one kernel per axis
-    (c + key*S as one add), the shifts' part folded into one constant added at the end (exact:
-    integers, and every partial sum lies below the key)."""
-    key, constant = idx.select(1, 0), 0
+    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for int64 rows idx [N, 1+nd]."""
+    return pack_columns(idx.select(1, 0), [idx.select(1, 1 + d) for d in range(len(shape))], shape, shift, scale)
+
+
+def pack_columns(batch, coords, shape, shift=None, scale=None):
+    """The key of ``pack`` from the batch and one coordinate tensor per axis (int64, broadcast
+    together: the pair builders pass each axis's coordinates over its own kernel dimension):
+    one kernel per axis (c + key*S as one add), the shifts' part folded into one constant added
+    at the end (exact: integers, and every partial sum lies below the key)."""
+    key, constant = batch, 0
     for d, s in enumerate(shape):
-        c = idx.select(1, 1 + d)
+        c = coords[d]
         if scale is not None and scale[d] != 1:
             c = c * scale[d]
         key = torch.add(c, key, alpha=s)

@@ -3,7 +3,7 @@ module imports triton, launch.py imports it when a map is first built).
 
   conv_out_keys_kernel:     out[k*N + n] = key of the output voxel input n reaches through offset
                             k on the output grid, INT64_MAX where there is none (contract:
-                            _conv_out_keys, kernels/ops/schema.cpp)
+                            _conv_out_keys, kernels/schema/schema.cpp)
   sorted_key_lookup_kernel: out[s, k] = position of query[s] + delta[k] in sorted_keys, or -1
                             (contract: _sorted_key_lookup; a binary search per entry)
 

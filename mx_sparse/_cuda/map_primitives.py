@@ -1,10 +1,11 @@
 """The CUDA backend's map primitives (host side): _conv_out_keys and _sorted_key_lookup as one
 Triton launch each, _unique_sorted_keys as two around one torch cumsum (of the first-of-run flags)
 (map_kernels.py), instead of the torch-operator fallbacks (fallback.py), whose contracts
-(kernels/ops/schema.cpp) and results they keep bit for bit. Nothing is read on the host.
+(kernels/schema/schema.cpp) and results they keep bit for bit. Nothing is read on the host.
 """
 import torch
 
+from .. import _contract as op_args
 from .._accelerator import fallback
 from . import launch
 
@@ -30,8 +31,7 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
     ndim = len(spatial_shape)
     if ndim > MAX_AXES or indices.shape[1] != 1 + ndim or _cdiv(indices.shape[0], BLOCK) > MAX_GRID_Y:
         return fallback.conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
-    out_shape = [(spatial_shape[d] + 2 * padding[d] - dilation[d] * (kernel_size[d] - 1) - 1) // stride[d] + 1
-                 for d in range(ndim)]
+    out_shape = op_args.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
     n = indices.shape[0]
     kvol, cells = 1, 1
     for k, o in zip(kernel_size, out_shape):

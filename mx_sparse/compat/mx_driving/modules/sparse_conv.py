@@ -2,6 +2,7 @@
 mx_driving's output-size helpers."""
 from typing import List, Sequence
 
+from .... import _contract
 from ....compat.spconv2.pytorch.ops import get_conv_output_size, get_deconv_output_size  # noqa: F401
 from ....conv import SparseConv3d, SparseConvolution, SparseInverseConv3d, SubMConv3d  # noqa: F401
 
@@ -9,12 +10,10 @@ from ....conv import SparseConv3d, SparseConvolution, SparseInverseConv3d, SubMC
 def get_inverse_conv_output_size(input_size: Sequence[int], kernel_size: Sequence[int], stride: Sequence[int],
                                  padding: Sequence[int], dilation: Sequence[int],
                                  output_padding: Sequence[int]) -> List[int]:
-    """Per axis ``(in - 1) * s - 2p + d(k - 1) + output_padding + 1`` (1 where k == -1)."""
-    out = []
-    for i, n in enumerate(input_size):
-        if kernel_size[i] == -1:
-            out.append(1)
-        else:
-            out.append((n - 1) * stride[i] - 2 * padding[i] + dilation[i] * (kernel_size[i] - 1)
-                       + output_padding[i] + 1)
-    return out
+    """Per axis ``(in - 1) * s - 2p + d(k - 1) + output_padding + 1`` (the core's transposed
+    extent, conv_transpose_out_extent, with padding p on both sides), 1 where k == -1."""
+    n = len(input_size)
+    extent = _contract.conv_transpose_output_extent(input_size, [1 if k == -1 else k for k in kernel_size[:n]],
+                                                    stride[:n], padding[:n], padding[:n], dilation[:n],
+                                                    output_padding[:n])
+    return [1 if kernel_size[i] == -1 else extent[i] for i in range(n)]

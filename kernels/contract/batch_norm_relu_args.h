@@ -1,0 +1,83 @@
+// Argument checks of the fused BatchNorm+ReLU ops (batch_norm_relu_forward, scale_shift_relu,
+// batch_norm_relu_backward; schema: schema.cpp), shared by the CPU kernels
+// (kernels/cpu/batch_norm_relu_cpu.cpp) and, through mx_sparse._C.contract (contract_bindings.cpp)
+// and mx_sparse._contract, the accelerator's version (mx_sparse/_accelerator/batch_norm_relu.py):
+// one set of messages. Only metadata is checked, and every check runs before anything is written
+// (the forward updates the running statistics in place).
+#pragma once
+#include <torch/types.h>
+#include <c10/util/Exception.h>
+#include <cstdint>
+#include <optional>
+#include "op_args.h"
+
+namespace mxs {
+
+// The dtypes the kernels store features and per-channel vectors in (float16 is not one).
+inline bool is_batch_norm_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kBFloat16; }
+
+inline void check_batch_norm_features(const at::Tensor& x, const char* name) {
+  TORCH_CHECK_VALUE(x.dim() == 2, name, ": expected a [N, C] tensor, got ", x.dim(), " dimensions");
+  TORCH_CHECK_VALUE(is_batch_norm_dtype(x.scalar_type()), name, ": expected float32, float64 or bfloat16, got ",
+                    x.scalar_type());
+}
+
+// A per-channel vector [c]; with `any_dtype` its dtype is not checked (scale_shift_relu converts it).
+inline void check_batch_norm_channel(const at::Tensor* t, int64_t c, const char* name, bool any_dtype = false) {
+  if (t == nullptr || !t->defined()) return;  // an absent optional argument
+  TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == c, name, ": expected [", c, "] (one per channel), got ",
+                    t->sizes());
+  TORCH_CHECK_VALUE(any_dtype || is_batch_norm_dtype(t->scalar_type()), name,
+                    ": expected float32, float64 or bfloat16, got ", t->scalar_type());
+}
+
+inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) { return t.has_value() ? &*t : nullptr; }
+
+// batch_norm_relu_forward(input [N, C], weight, bias, running_mean, running_var [C] or absent, batch_stats).
+inline void check_batch_norm_relu_forward_args(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                               const std::optional<at::Tensor>& bias,
+                                               const std::optional<at::Tensor>& running_mean,
+                                               const std::optional<at::Tensor>& running_var, bool batch_stats) {
+  check_batch_norm_features(input, "input");
+  check_same_device("input", input, {{"weight", optional_ptr(weight)}, {"bias", optional_ptr(bias)},
+                                     {"running_mean", optional_ptr(running_mean)},
+                                     {"running_var", optional_ptr(running_var)}});
+  const int64_t c = input.size(1);
+  check_batch_norm_channel(optional_ptr(running_mean), c, "running_mean");
+  check_batch_norm_channel(optional_ptr(running_var), c, "running_var");
+  check_batch_norm_channel(optional_ptr(weight), c, "weight");
+  check_batch_norm_channel(optional_ptr(bias), c, "bias");
+  TORCH_CHECK_VALUE(!batch_stats || input.size(0) > 0,
+                    "input: expected at least one row to take statistics over, got 0");
+  TORCH_CHECK_VALUE(batch_stats || (running_mean.has_value() && running_var.has_value()),
+                    "running_mean, running_var: expected both when batch_stats is false (normalising with "
+                    "the running statistics)");
+}
+
+// scale_shift_relu(input [N, C], scale [C], shift [C]).
+inline void check_scale_shift_relu_args(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift) {
+  check_batch_norm_features(input, "input");
+  check_same_device("input", input, {{"scale", &scale}, {"shift", &shift}});
+  check_batch_norm_channel(&scale, input.size(1), "scale", true);
+  check_batch_norm_channel(&shift, input.size(1), "shift", true);
+}
+
+// batch_norm_relu_backward(grad [N, C], input [N, C], mean, invstd, weight (or absent), scale, shift [C]).
+inline void check_batch_norm_relu_backward_args(const at::Tensor& grad, const at::Tensor& input,
+                                                const at::Tensor& mean, const at::Tensor& invstd,
+                                                const std::optional<at::Tensor>& weight, const at::Tensor& scale,
+                                                const at::Tensor& shift) {
+  check_batch_norm_features(input, "input");
+  check_same_device("input", input, {{"grad", &grad}, {"mean", &mean}, {"invstd", &invstd},
+                                     {"weight", optional_ptr(weight)}, {"scale", &scale}, {"shift", &shift}});
+  TORCH_CHECK_VALUE(grad.sizes() == input.sizes(), "grad: expected the shape of input ", input.sizes(), ", got ",
+                    grad.sizes());
+  const int64_t c = input.size(1);
+  check_batch_norm_channel(&mean, c, "mean");
+  check_batch_norm_channel(&invstd, c, "invstd");
+  check_batch_norm_channel(optional_ptr(weight), c, "weight");
+  check_batch_norm_channel(&scale, c, "scale");
+  check_batch_norm_channel(&shift, c, "shift");
+}
+
+}  // namespace mxs
