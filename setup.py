@@ -106,6 +106,25 @@ def npu_extension():
     )
 
 
+def build_ext_with_stamp():
+    """build_ext that writes, beside the compiled mx_sparse._C, the digest of the sources as they
+    were when the build started (tools/extension_stamp.py): run.sh rebuilds when it no longer
+    matches, not when a file is merely newer."""
+    base = BuildExtension.with_options(use_ninja=True)
+    stamp_tool = os.path.join(ROOT, "tools", "extension_stamp.py")
+    if not os.path.exists(stamp_tool):   # a source tree without tools/: no stamp, run.sh rebuilds
+        return base
+    stamp = _load_by_path("mxs_extension_stamp", "tools/extension_stamp.py")
+
+    class BuildExtWithStamp(base):
+        def run(self):
+            digest = stamp.digest(ROOT)
+            super().run()
+            stamp.write_stamp(os.path.dirname(self.get_ext_fullpath("mx_sparse._C")), digest)
+
+    return BuildExtWithStamp
+
+
 setup(
     name="mx_sparse",
     version=version(),
@@ -121,6 +140,6 @@ setup(
     extras_require={"test": ["pytest", "hypothesis", "spconv==2.3.8", "triton"], "examples": ["tqdm"],
                     "cuda": ["triton"]},
     ext_modules=[ext for ext in (cpu_extension(), npu_extension()) if ext is not None],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": build_ext_with_stamp()},
     zip_safe=False,
 )
