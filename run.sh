@@ -101,6 +101,9 @@ install_torch() {  # install_torch PYTHON
   else
     from="pip's configured indexes ($CPU_INDEX unreachable)"
   fi
+  # numpy first (from pip's configured indexes): torch imported without it warns "Failed to
+  # initialize NumPy" on every import until it arrives
+  "$py" -c 'import numpy' >/dev/null 2>&1 || stage "installing numpy" "$py" -m pip install numpy
   stage "installing torch==$TORCH_VERSION from $from" "$py" -m pip install ${args[@]+"${args[@]}"} "torch==$TORCH_VERSION"
   if ! has_nvidia_gpu && [ "$("$py" -c 'import torch; print(torch.version.cuda is not None)' 2>/dev/null)" = True ]; then
     say "note: pip chose a CUDA build of torch on a machine without an NVIDIA GPU (set MXS_TORCH_INDEX_URL=$CPU_INDEX to get the CPU build)"
