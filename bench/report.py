@@ -195,6 +195,8 @@ TEXT = {
         h_fwd="forward", h_trainm="fwd+bwd", h_ratio="mx / spconv (fwd+bwd)",
         bf16="bfloat16", bf16_note="mx_sparse with features and all parameters cast to bfloat16, fwd+bwd, "
                                    "alternating with fp32; error of the bf16 eval output relative to fp32.",
+        bf16_no_amx="**This CPU has no AMX**: bfloat16 runs the float32 kernels, with a conversion of every "
+                    "operand and result, so it is not faster than float32 here; the ≥ 1.5× goal needs AMX tiles.",
         h_fp32="fp32 ms", h_bf16="bf16 ms", h_maxerr="max rel err", h_meanerr="mean rel err",
         overhead="Small scale and per-call overhead",
         overhead_note="One SubMConv3d 4→16 k3 on a 10-voxel tensor; time per call including tensor creation and "
@@ -283,6 +285,8 @@ TEXT = {
         h_fwd="前向", h_trainm="前向+反向", h_ratio="mx / spconv（前向+反向）",
         bf16="bfloat16", bf16_note="mx_sparse 将特征与全部参数转为 bfloat16，前向+反向，与 fp32 交替运行；"
                                    "误差为 bf16 eval 输出相对 fp32 输出。",
+        bf16_no_amx="**此 CPU 没有 AMX**：bfloat16 使用 float32 内核，每个操作数与结果都要转换，因此在这里不比 float32 快；"
+                    "≥ 1.5× 的目标需要 AMX 矩阵单元。",
         h_fp32="fp32 毫秒", h_bf16="bf16 毫秒", h_maxerr="最大相对误差", h_meanerr="平均相对误差",
         overhead="小规模与单次调用开销",
         overhead_note="单个 SubMConv3d 4→16 k3，输入 10 个体素；每次调用时间，含张量创建与邻居表构建。"
@@ -418,6 +422,8 @@ def markdown(res: Dict, lang: str = "en", chart: Optional[str] = None) -> str:
     b16 = [(k, w["bf16"]) for k, w in W.items() if "bf16" in w]
     if b16:
         L += [f"## {T['bf16']}", "", T["bf16_note"], ""]
+        if mach.get("cpu_gemm_kernels", {}).get("bfloat16", "amx") != "amx":
+            L += [T["bf16_no_amx"], ""]
         L += _table([T["h_workload"], T["h_fp32"], T["h_bf16"], T["h_speedup"], T["h_maxerr"], T["h_meanerr"]],
                     [[f"`{k}`", med_min(b, "fp32"), med_min(b, "bf16"), fx(b["speedup"]), f"{b['max_rel_err']:.1e}",
                       f"{b['mean_rel_err']:.1e}"] for k, b in b16])

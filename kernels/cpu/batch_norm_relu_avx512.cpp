@@ -12,7 +12,6 @@
 namespace mxs {
 
 const BatchNormRows<float>& batch_norm_rows_avx512_float() { return batch_norm_rows_here<float>(); }
-const BatchNormRows<double>& batch_norm_rows_avx512_double() { return batch_norm_rows_here<double>(); }
 const BatchNormRows<bf16_bits>& batch_norm_rows_avx512_bf16() { return batch_norm_rows_here<bf16_bits>(); }
 
 }  // namespace mxs

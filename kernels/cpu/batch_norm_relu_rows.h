@@ -8,8 +8,7 @@
 // an anonymous namespace, so each file keeps its own copy; the BatchNormRows table
 // is how the first reaches the second. Sums run per channel in row order in both
 // copies; the AVX-512 copy may fuse x * scale + shift into one rounding (FMA), so
-// for float64 the two can differ in the last bit (float32 computes it from the
-// exact product, see pre_relu).
+// the two can differ in the last bit.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -42,10 +41,9 @@ struct BatchNormRows {
                       const T* k_x, const T* k_0, int64_t c, int64_t r0, int64_t r1, S* dx);
 };
 
-// The AVX-512 float, double and bfloat16 loops (batch_norm_relu_avx512.cpp); call
-// only where the CPU has AVX-512.
+// The AVX-512 float and bfloat16 loops (batch_norm_relu_avx512.cpp); call only
+// where the CPU has AVX-512.
 const BatchNormRows<float>& batch_norm_rows_avx512_float();
-const BatchNormRows<double>& batch_norm_rows_avx512_double();
 const BatchNormRows<bf16_bits>& batch_norm_rows_avx512_bf16();
 
 namespace {
