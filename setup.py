@@ -9,6 +9,7 @@ import glob
 import os
 import re
 import sys
+import time
 
 from setuptools import find_packages, setup
 
@@ -118,9 +119,15 @@ def build_ext_with_stamp():
 
     class BuildExtWithStamp(base):
         def run(self):
-            digest = stamp.digest(ROOT)
+            digest, started = stamp.digest(ROOT), time.time()
             super().run()
-            stamp.write_stamp(os.path.dirname(self.get_ext_fullpath("mx_sparse._C")), digest)
+            # beside the module this build wrote: where build_ext put it, and the source tree's
+            # mx_sparse/ where an editable install copied it there
+            folders = {os.path.dirname(self.get_ext_fullpath("mx_sparse._C")), os.path.join(ROOT, "mx_sparse")}
+            for folder in folders:
+                built = [f for f in glob.glob(os.path.join(folder, "_C*.so")) if os.path.getmtime(f) >= started - 1]
+                if built or folder == os.path.dirname(self.get_ext_fullpath("mx_sparse._C")):
+                    stamp.write_stamp(folder, digest)
 
     return BuildExtWithStamp
 
