@@ -1,7 +1,7 @@
 """mx_sparse vs spconv 2.3.8 benchmark.
 
     python -m bench                  # full run (duration: "Run time" in docs/en/performance.md; more on a busy machine)
-    python -m bench --quick          # smoke test (~3 min): 1k-voxel SECOND + one mx_driving layer
+    python -m bench --quick          # smoke test (~3 min): 1k- and 8k-voxel SECOND + one mx_driving layer
     python -m bench --write-docs     # full run, then rewrite docs/{en,zh}/performance.md
     python -m bench --device cuda    # on a GPU: mx_sparse's CUDA backend (and spconv's CUDA build if installed)
 
