@@ -51,3 +51,19 @@ def test_thread_count_restored_after_an_error():
             OPS.build_subm_map(bad, [41, 400, 352], 1, [3, 3, 3], [1, 1, 1])
     _, after = with_threads(2, call)
     assert after == 2
+
+
+@pytest.mark.parametrize("n", [1000, 20000])
+def test_batch_norm_relu_bitwise_and_thread_count_restored(n):
+    g = torch.Generator().manual_seed(n)
+    x, dy = torch.randn(n, 32, generator=g), torch.randn(n, 32, generator=g)
+    w, b = torch.rand(32, generator=g) + 0.5, torch.randn(32, generator=g)
+
+    def step():
+        y, mean, invstd, scale, shift = OPS.batch_norm_relu_forward(x, w, b, None, None, True, 0.1, 1e-5)
+        return (y, *OPS.batch_norm_relu_backward(dy, x, mean, invstd, w, scale, shift, True))
+    one, _ = with_threads(1, step)
+    two, after = with_threads(2, step)
+    assert after == 2
+    for a, c in zip(one, two):
+        assert torch.equal(a, c)

@@ -35,6 +35,7 @@
 #include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
 #include "portable_switch.h"
+#include "serial_when_small.h"
 
 namespace mxs {
 namespace {
@@ -255,6 +256,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
     const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool batch_stats,
     double momentum, double eps) {
+  const SerialWhenSmall serial(input);  // fewer than 16,384 rows: one thread
   check_features(input, "input");
   const at::Tensor x = input.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
@@ -290,6 +292,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
 }
 
 at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift) {
+  const SerialWhenSmall serial(input);  // fewer than 16,384 rows: one thread
   check_features(input, "input");
   check_channel_vector(scale, input, "scale");
   check_channel_vector(shift, input, "shift");
@@ -300,6 +303,7 @@ at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale
 std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_backward_cpu(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& weight, const at::Tensor& scale, const at::Tensor& shift, bool batch_stats) {
+  const SerialWhenSmall serial(input);  // fewer than 16,384 rows: one thread
   check_features(input, "input");
   TORCH_CHECK_VALUE(grad.sizes() == input.sizes(), "grad: expected the shape of input ", input.sizes(), ", got ",
                     grad.sizes());

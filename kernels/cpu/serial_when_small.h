@@ -2,13 +2,14 @@
 // SerialWhenSmall made for fewer than kMinParallelRows rows, this thread's OpenMP
 // team size is 1, so every at::parallel_for (and parallel_dynamic, built on it) and
 // every torch op called there runs inline; the previous size is restored on leaving
-// (the setting belongs to the calling thread only). The neighbor-map ops on a
-// 1,000-voxel cloud take well under a millisecond on one thread; each OpenMP region
-// they opened cost more than that, and on a loaded machine, where the second thread
-// waits to be scheduled, milliseconds: 2 threads measured 55-60 ms for the eight
-// maps of a 1,000-voxel VoxelBackBone8x forward where 1 thread took 0.4-0.8 ms (2
-// cores, load ~20). The map ops' results do not depend on the thread count, so
-// this changes no bits.
+// (the setting belongs to the calling thread only). Used by the neighbor-map ops
+// and the fused BatchNorm+ReLU. The map ops on a 1,000-voxel cloud take well under
+// a millisecond on one thread; each OpenMP region they opened cost more than that,
+// and on a loaded machine, where the second thread waits to be scheduled,
+// milliseconds: 2 threads measured 55-60 ms for the eight maps of a 1,000-voxel
+// VoxelBackBone8x forward where 1 thread took 0.4-0.8 ms (2 cores, load ~20), and
+// 4 ms per BatchNorm+ReLU forward. Their results do not depend on the thread
+// count, so this changes no bits.
 #pragma once
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
