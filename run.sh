@@ -101,6 +101,9 @@ install_torch() {  # install_torch PYTHON
   else
     from="pip's configured indexes ($CPU_INDEX unreachable)"
   fi
+  # numpy first (from pip's configured indexes): torch imported without it warns "Failed to
+  # initialize NumPy" on every import until it arrives
+  "$py" -c 'import numpy' >/dev/null 2>&1 || stage "installing numpy" "$py" -m pip install numpy
   stage "installing torch==$TORCH_VERSION from $from" "$py" -m pip install ${args[@]+"${args[@]}"} "torch==$TORCH_VERSION"
   if ! has_nvidia_gpu && [ "$("$py" -c 'import torch; print(torch.version.cuda is not None)' 2>/dev/null)" = True ]; then
     say "note: pip chose a CUDA build of torch on a machine without an NVIDIA GPU (set MXS_TORCH_INDEX_URL=$CPU_INDEX to get the CPU build)"
@@ -121,7 +124,7 @@ EOF
 }
 
 # setup PYTHON REQUIREMENTS...: torch, then the requirements (pip only when this set changed since
-# the last successful install: a stamp of the set), then the extension (rebuilt when a source is newer).
+# the last successful install: a stamp of the set).
 setup_env() {
   local py="$1"; shift
   local have; have="$(torch_version_of "$py")"
@@ -157,10 +160,19 @@ install_open3d_oracle() {
   fi
 }
 
-build_extension() {  # build_extension PYTHON [editable-target]: rebuilds when kernels/ or setup.py is newer
-  local py="$1"
-  local so; so=$(ls "$ROOT"/mx_sparse/_C*.so 2>/dev/null | head -n1 || true)
-  if [ -z "$so" ] || [ -n "$(cd "$ROOT" && find kernels setup.py -newer "$so" -type f | head -n1)" ]; then
+# extension_stale PYTHON: prints why mx_sparse/_C*.so must be (re)built and succeeds, or fails when
+# it is up to date: the digest of the C++ sources and setup.py against the stamp the last build
+# wrote (tools/extension_stamp.py), so files written by tests or tools and timestamps never count.
+extension_stale() {
+  local why
+  why="$("$1" "$ROOT/tools/extension_stamp.py" check)" && return 1
+  printf '%s' "$why"
+}
+
+build_extension() {  # build_extension PYTHON: rebuilds when a C++ source or setup.py changed
+  local py="$1" why
+  if why="$(extension_stale "$py")"; then
+    say "the C++ extension needs a build: $why"
     stage "building the C++ extension (MAX_JOBS=${MAX_JOBS:-2}; the first build takes 5-10 min on 2 cores)" \
       env MAX_JOBS="${MAX_JOBS:-2}" "$py" -m pip install --no-build-isolation -e "$ROOT"
   fi
@@ -221,6 +233,12 @@ case "$job" in
 esac
 if [ "${MXS_DRY_RUN:-0}" = 1 ]; then
   printf 'cd %q &&' "$ROOT"; printf ' %q' "${CMD[@]}"; printf '\n'
+  # what the set-up would do about the extension (stderr; any Python 3 computes the digest)
+  if [ "$job" != install ] && why="$(extension_stale "$( [ -x "$PY" ] && echo "$PY" || echo "${MXS_PYTHON:-python3}")")"; then
+    say "dry run: the C++ extension would be built ($why)"
+  elif [ "$job" != install ]; then
+    say "dry run: the C++ extension is up to date (no build)"
+  fi
   exit 0
 fi
 cd "$ROOT"
@@ -237,8 +255,7 @@ case "$job" in
     say "installing into $("$base" -c 'import sys; print(sys.prefix)')"
     setup_env "$base" numpy pybind11 ninja tqdm
     where="$(cd / && "$base" -c 'import mx_sparse, os; print(os.path.dirname(os.path.dirname(mx_sparse.__file__)))' 2>/dev/null || true)"
-    if [ "$where" = "$ROOT" ] && [ -z "$(cd "$ROOT" && find kernels setup.py -newer "$(ls mx_sparse/_C*.so | head -n1)" \
-          -type f | head -n1)" ]; then
+    if [ "$where" = "$ROOT" ] && ! extension_stale "$base" >/dev/null; then
       say "mx_sparse from this clone is installed there already and its extension is up to date"
     else
       stage "building and installing mx_sparse (the first build takes 5-10 min on 2 cores)" \

@@ -9,6 +9,7 @@ import glob
 import os
 import re
 import sys
+import time
 
 from setuptools import find_packages, setup
 
@@ -106,6 +107,31 @@ def npu_extension():
     )
 
 
+def build_ext_with_stamp():
+    """build_ext that writes, beside the compiled mx_sparse._C, the digest of the sources as they
+    were when the build started (tools/extension_stamp.py): run.sh rebuilds when it no longer
+    matches, not when a file is merely newer."""
+    base = BuildExtension.with_options(use_ninja=True)
+    stamp_tool = os.path.join(ROOT, "tools", "extension_stamp.py")
+    if not os.path.exists(stamp_tool):   # a source tree without tools/: no stamp, run.sh rebuilds
+        return base
+    stamp = _load_by_path("mxs_extension_stamp", "tools/extension_stamp.py")
+
+    class BuildExtWithStamp(base):
+        def run(self):
+            digest, started = stamp.digest(ROOT), time.time()
+            super().run()
+            # beside the module this build wrote: where build_ext put it, and the source tree's
+            # mx_sparse/ where an editable install copied it there
+            folders = {os.path.dirname(self.get_ext_fullpath("mx_sparse._C")), os.path.join(ROOT, "mx_sparse")}
+            for folder in folders:
+                built = [f for f in glob.glob(os.path.join(folder, "_C*.so")) if os.path.getmtime(f) >= started - 1]
+                if built or folder == os.path.dirname(self.get_ext_fullpath("mx_sparse._C")):
+                    stamp.write_stamp(folder, digest)
+
+    return BuildExtWithStamp
+
+
 setup(
     name="mx_sparse",
     version=version(),
@@ -121,6 +147,6 @@ setup(
     extras_require={"test": ["pytest", "hypothesis", "spconv==2.3.8", "triton"], "examples": ["tqdm"],
                     "cuda": ["triton"]},
     ext_modules=[ext for ext in (cpu_extension(), npu_extension()) if ext is not None],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": build_ext_with_stamp()},
     zip_safe=False,
 )

@@ -1,7 +1,7 @@
 """mx_sparse vs spconv 2.3.8 benchmark.
 
     python -m bench                  # full run (duration: "Run time" in docs/en/performance.md; more on a busy machine)
-    python -m bench --quick          # smoke test (~3 min): 1k-voxel SECOND + one mx_driving layer
+    python -m bench --quick          # smoke test (~3 min): 1k- and 8k-voxel SECOND + one mx_driving layer
     python -m bench --write-docs     # full run, then rewrite docs/{en,zh}/performance.md
     python -m bench --device cuda    # on a GPU: mx_sparse's CUDA backend (and spconv's CUDA build if installed)
 
@@ -99,6 +99,9 @@ def bench_workload(w, args, vs):
     for mode in ("forward", "train"):
         res[mode] = timing.time_networks(nets, vs, inp, mode, args.repeats, args.budget)
         log(f"  {mode}: " + ", ".join(f"{k}={v['median']*1e3:.1f}ms" for k, v in res[mode].items()))
+    if "f64" in w.tags:
+        res["train_f64"] = timing.time_train_float64(nets, vs, inp, args.repeats, args.budget)
+        log(f"  train float64: " + ", ".join(f"{k}={v['median']*1e3:.1f}ms" for k, v in res["train_f64"].items()))
     res["maps"] = timing.time_map_building(nets, vs, inp, args.repeats, args.budget / 2)
     log(f"  maps: " + ", ".join(f"{k}={v['median']*1e3:.1f}ms" for k, v in res["maps"].items()))
     res["mm_ceiling"] = timing.mm_ceiling(layers, args.threads, device=args.device)

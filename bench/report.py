@@ -97,6 +97,10 @@ def targets(res) -> List[Dict]:
     w = W.get("second_kitti_1k")
     s = speedup(res, w["train"]) if w else None
     add("small_1k", "not slower (≥ 1×)", fx(s), None if s is None else s >= 1)
+    f64 = [speedup(res, x["train_f64"]) for x in W.values() if "train_f64" in x]
+    f64 = [x for x in f64 if x is not None]
+    add("train_f64", "≥ 1× (every size)", fx(min(f64)) + " (lowest)" if f64 else "–",
+        min(f64) >= 1 if f64 else None)
     return rows
 
 
@@ -127,6 +131,7 @@ TEXT = {
         t_memory_held_kitti_b1="The same with allocator retention off (memory held; see the memory section)",
         t_bf16_kitti_b1="bfloat16 fwd+bwd vs our fp32",
         t_small_1k="1 000-voxel VoxelBackBone8x fwd+bwd (speedup)",
+        t_train_f64="VoxelBackBone8x fwd+bwd in float64 (speedup)",
         baseline_note="Speedup = spconv time / mx_sparse time, against the **faster correct spconv configuration** "
                       "(1 thread, or {t} threads with the scatter fix). mx_sparse always runs with {t} threads.",
         variants="Configurations",
@@ -155,10 +160,17 @@ TEXT = {
         forward_note="Includes building the neighbor maps, as every new point cloud must.",
         train="Forward + backward (train), ms, median / min",
         train_note="Train-mode forward, scalar loss, backward into all weights (no optimizer step).",
+        train_f64="Forward + backward in float64 (train), ms, median / min",
+        train_f64_note="The same training step with both networks and the input in float64, what gradchecks "
+                       "and models' unit tests run in.",
         maps="Neighbor-map building, ms, median / min",
         maps_note="All maps of one forward pass (one per indice_key). mx_sparse: `build_subm_map` / `build_conv_map` "
                   "+ `transpose_map` where training needs one (strided maps; odd submanifold maps need none); spconv: `spconv.pytorch.ops.get_indice_pairs` (its Native rulebook, which "
-                  "serves both directions). The calls are collected from one real forward of each network.",
+                  "serves both directions). The calls are collected from one real forward of each network. "
+                  "`mx_sparse-1t`: the same map ops on one thread, beside `spconv-1t`. Below 16,384 input rows the "
+                  "map ops stay on the calling thread whatever the thread count: the OpenMP regions they opened "
+                  "for sub-millisecond work made the 1,000-voxel figure 15 ms on a loaded 2-core machine (issue 37; ops "
+                  "themselves: 0.4-0.8 ms), i.e. the old figure measured waiting for a second thread.",
         h_speedup="speedup", h_speedup_min="speedup (mins)", h_vs_racy="vs {t}t shipped",
         gflops="Effective GFLOP/s and the torch.mm ceiling",
         gflops_note="Effective GFLOP/s = counted FLOPs / end-to-end median time (×3 FLOPs for fwd+bwd). Ceiling: "
@@ -183,6 +195,8 @@ TEXT = {
         h_fwd="forward", h_trainm="fwd+bwd", h_ratio="mx / spconv (fwd+bwd)",
         bf16="bfloat16", bf16_note="mx_sparse with features and all parameters cast to bfloat16, fwd+bwd, "
                                    "alternating with fp32; error of the bf16 eval output relative to fp32.",
+        bf16_no_amx="**This CPU has no AMX**: bfloat16 runs the float32 kernels, with a conversion of every "
+                    "operand and result, so it is not faster than float32 here; the ≥ 1.5× goal needs AMX tiles.",
         h_fp32="fp32 ms", h_bf16="bf16 ms", h_maxerr="max rel err", h_meanerr="mean rel err",
         overhead="Small scale and per-call overhead",
         overhead_note="One SubMConv3d 4→16 k3 on a 10-voxel tensor; time per call including tensor creation and "
@@ -216,6 +230,7 @@ TEXT = {
         t_memory_held_kitti_b1="同上，关闭分配器保留（实际持有的内存；见内存一节）",
         t_bf16_kitti_b1="bfloat16 前向+反向相对本库 fp32",
         t_small_1k="1 000 体素 VoxelBackBone8x 前向+反向（加速比）",
+        t_train_f64="VoxelBackBone8x float64 前向+反向（加速比）",
         baseline_note="加速比 = spconv 时间 / mx_sparse 时间，基准取 **spconv 正确配置中较快者**"
                       "（单线程，或 {t} 线程加 scatter 修复）。mx_sparse 始终使用 {t} 个线程。",
         variants="对比配置",
@@ -243,10 +258,14 @@ TEXT = {
         forward_note="包含邻居表构建（每帧新点云都必须构建）。",
         train="前向 + 反向（train），毫秒，中位数 / 最小值",
         train_note="train 模式前向、标量损失、对全部权重反向（不含优化器步骤）。",
+        train_f64="float64 前向 + 反向（train），毫秒，中位数 / 最小值",
+        train_f64_note="同样的训练步骤，两个网络与输入均为 float64（梯度检查和模型单元测试所用的精度）。",
         maps="邻居表构建，毫秒，中位数 / 最小值",
         maps_note="一次前向所需的全部邻居表（每个 indice_key 一个）。mx_sparse：`build_subm_map` / `build_conv_map` "
                   "+ `transpose_map`（仅训练需要时：带步长的表；奇数核 submanifold 表不需要）；spconv：`spconv.pytorch.ops.get_indice_pairs`（其 Native 规则表，正反两个方向共用）。"
-                  "调用参数取自各网络的一次真实前向。",
+                  "调用参数取自各网络的一次真实前向。`mx_sparse-1t`：同样的建表算子在单线程下的耗时，与 `spconv-1t` 并列。"
+                  "输入少于 16,384 行时，无论线程数多少，建表算子都在调用线程上运行：此前它们为亚毫秒级的工作开启 OpenMP 并行区，"
+                  "在负载较高的 2 核机器上使 1,000 体素的数字达到 15 毫秒（issue 37；算子本身 0.4–0.8 毫秒），即旧数字测到的是等待第二个线程的时间。",
         h_speedup="加速比", h_speedup_min="加速比（按最小值）", h_vs_racy="对比 {t} 线程原始版",
         gflops="有效 GFLOP/s 与 torch.mm 上限",
         gflops_note="有效 GFLOP/s = 计数 FLOPs / 端到端中位时间（前向+反向按 3 倍 FLOPs）。上限：稠密 `torch.mm` "
@@ -266,6 +285,8 @@ TEXT = {
         h_fwd="前向", h_trainm="前向+反向", h_ratio="mx / spconv（前向+反向）",
         bf16="bfloat16", bf16_note="mx_sparse 将特征与全部参数转为 bfloat16，前向+反向，与 fp32 交替运行；"
                                    "误差为 bf16 eval 输出相对 fp32 输出。",
+        bf16_no_amx="**此 CPU 没有 AMX**：bfloat16 使用 float32 内核，每个操作数与结果都要转换，因此在这里不比 float32 快；"
+                    "≥ 1.5× 的目标需要 AMX 矩阵单元。",
         h_fp32="fp32 毫秒", h_bf16="bf16 毫秒", h_maxerr="最大相对误差", h_meanerr="平均相对误差",
         overhead="小规模与单次调用开销",
         overhead_note="单个 SubMConv3d 4→16 k3，输入 10 个体素；每次调用时间，含张量创建与邻居表构建。"
@@ -358,13 +379,18 @@ def markdown(res: Dict, lang: str = "en", chart: Optional[str] = None) -> str:
                 [[f"`{k}`"] + [" / ".join(f"{w['accuracy'][x][q]:.1e}" for q in ("forward", "train", "input_grad", "weight_grad"))
                                if x in w["accuracy"] else "–" for x in acc_names] for k, w in W.items()])
 
-    for sec in ("forward", "train", "maps"):
+    for sec in ("forward", "train", "train_f64", "maps"):
+        if not any(sec in w for w in W.values()):
+            continue
         L += [f"## {T[sec]}", "", T[sec + "_note"], ""]
-        cols = [x for x in names if any(x in w[sec] for w in W.values())]
+        cols = [x for x in names if any(x in w.get(sec, {}) for w in W.values())]
+        cols[1:1] = [x for x in dict.fromkeys(k for w in W.values() for k in w.get(sec, {})) if x not in names]
         hdr = [T["h_workload"]] + cols + [T["h_speedup"], T["h_speedup_min"]] + \
             ([T["h_vs_racy"].format(t=t)] if n["racy"] else [])
         rows = []
         for k, w in W.items():
+            if sec not in w:
+                continue
             tab = w[sec]
             row = [f"`{k}`"] + [med_min(tab, c) for c in cols]
             bc = best_correct(res, tab)
@@ -396,6 +422,8 @@ def markdown(res: Dict, lang: str = "en", chart: Optional[str] = None) -> str:
     b16 = [(k, w["bf16"]) for k, w in W.items() if "bf16" in w]
     if b16:
         L += [f"## {T['bf16']}", "", T["bf16_note"], ""]
+        if mach.get("cpu_gemm_kernels", {}).get("bfloat16", "amx") != "amx":
+            L += [T["bf16_no_amx"], ""]
         L += _table([T["h_workload"], T["h_fp32"], T["h_bf16"], T["h_speedup"], T["h_maxerr"], T["h_meanerr"]],
                     [[f"`{k}`", med_min(b, "fp32"), med_min(b, "bf16"), fx(b["speedup"]), f"{b['max_rel_err']:.1e}",
                       f"{b['mean_rel_err']:.1e}"] for k, b in b16])
@@ -504,10 +532,12 @@ def summary(res: Dict) -> str:
     plain = lambda v: v.replace("–", "n/a").replace("×", "x").replace("≥", ">=").replace("≤", "<=")  # noqa: E731
     lines = [f"Speedup = spconv 2.3.8 time / mx_sparse time (above 1: mx_sparse is faster), against the faster "
              f"correct spconv configuration (1 thread, or {t} threads with the scatter fix); mx_sparse runs "
-             f"{t} threads. fwd: forward; train: forward+backward; maps: neighbor-map building. n/a: not measured.",
-             "", f"{'workload':24s} {'fwd':>7s} {'train':>7s} {'maps':>7s}"]
+             f"{t} threads. fwd: forward; train: forward+backward; f64: the same in float64; maps: neighbor-map "
+             f"building. n/a: not measured.",
+             "", f"{'workload':24s} {'fwd':>7s} {'train':>7s} {'f64':>7s} {'maps':>7s}"]
     for k, w in res["workloads"].items():
-        lines.append(f"{k:24s} " + " ".join(f"{plain(fx(speedup(res, w[s]))):>7s}" for s in ("forward", "train", "maps")))
+        lines.append(f"{k:24s} " + " ".join(f"{plain(fx(speedup(res, w[s]) if s in w else None)):>7s}"
+                                            for s in ("forward", "train", "train_f64", "maps")))
     lines += ["", f"{T['targets']}:"]
     for r in targets(res):
         met = "not measured" if r["ok"] is None else ("met" if r["ok"] else "NOT met")

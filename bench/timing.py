@@ -104,10 +104,18 @@ def alternate(jobs: Dict[str, Callable[[], float]], activate: Dict[str, Callable
 
 
 def time_networks(nets: Dict[str, torch.nn.Module], vs: List[Variant], inp, mode: str, repeats: int,
-                  budget_s: float) -> Dict[str, Dict]:
+                  budget_s: float, dtype=torch.float32) -> Dict[str, Dict]:
     run = run_forward if mode == "forward" else run_train
-    jobs = {v.name: (lambda v=v: run(nets[v.lib], v.lib, inp)) for v in vs}
+    jobs = {v.name: (lambda v=v: run(nets[v.lib], v.lib, inp, dtype)) for v in vs}
     return alternate(jobs, {v.name: v.activate for v in vs}, repeats, budget_s)
+
+
+def time_train_float64(nets: Dict[str, torch.nn.Module], vs: List[Variant], inp, repeats: int,
+                       budget_s: float) -> Dict[str, Dict]:
+    """The training step in float64 (what gradchecks and models' unit tests run in): copies of
+    both networks in double, the same alternating runs as float32."""
+    nets64 = {lib: copy.deepcopy(net).double() for lib, net in nets.items()}
+    return time_networks(nets64, vs, inp, "train", repeats, budget_s, dtype=torch.float64)
 
 
 # ---------------------------------------------------------------------------------------
@@ -155,6 +163,9 @@ def time_map_building(nets, vs: List[Variant], inp, repeats, budget_s) -> Dict[s
             out = net(make_tensor(v.lib, inp))
         calls[v.lib] = mx_map_build_calls(out) if v.lib == "mx" else spconv_nets.map_build_calls(out)
     map_vs = [v for v in vs if not v.scatter_fix]   # the patch does not touch map building
+    mx = next((v for v in map_vs if v.lib == "mx"), None)
+    if mx is not None and mx.threads > 1:   # the map ops on one thread too, beside spconv-1t
+        map_vs.insert(1, Variant(f"{mx.name}-1t", "mx", 1))
 
     dev = inp["features"].device
 

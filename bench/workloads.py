@@ -147,7 +147,7 @@ STRIP = dict(point_cloud_range=[-59.0, -9.0, -5.0, 59.0, 9.0, 3.0], voxel_size=[
 
 WORKLOADS = [
     Workload("second_kitti_b1", "VoxelBackBone8x", (4,), scene("kitti", 1),
-             "VoxelBackBone8x (SECOND), KITTI-like scene, batch 1", tags=["target", "bf16"]),
+             "VoxelBackBone8x (SECOND), KITTI-like scene, batch 1", tags=["target", "bf16", "f64"]),
     Workload("second_kitti_b4", "VoxelBackBone8x", (4,), scene("kitti", 4),
              "VoxelBackBone8x (SECOND), KITTI-like scenes, batch 4", tags=["target"]),
     Workload("second_nusc_b1", "VoxelBackBone8x", (5,), scene("nuscenes", 1),
@@ -156,6 +156,9 @@ WORKLOADS = [
              "VoxelResBackBone8x (CenterPoint), nuScenes-like scene, batch 1"),
     Workload("unet_kitti_b1", "SparseUNet", (4,), scene("kitti", 1),
              "SparseUNet with inverse convs, KITTI-like scene, batch 1"),
+    Workload("second_kitti_8k", "VoxelBackBone8x", (4,), nearest_of_scene("kitti", 8000),
+             "VoxelBackBone8x, 8 000 voxels of a KITTI-like scene (nearest the sensor), batch 1",
+             tags=["quick", "f64"]),
     Workload("subm_61557", "SingleSubM", (16, 32), with_channels(lidar_xyz_grid(61557, **NUSC_075), 16),
              "SubMConv3d 16->32 k3, 61 557 LiDAR voxels in [1440,1440,41] (mx_driving test shape)",
              tags=["quick"]),
@@ -165,7 +168,8 @@ WORKLOADS = [
     Workload("subm_61557_uniform", "SingleSubM", (16, 32), uniform_random(61557, [1440, 1440, 41], 16),
              "extra: SubMConv3d 16->32 k3, 61 557 UNIFORM RANDOM voxels in [1440,1440,41]", extra=True),
     Workload("second_kitti_1k", "VoxelBackBone8x", (4,), nearest_of_scene("kitti", 1000),
-             "small scale: VoxelBackBone8x, 1 000 voxels (nearest the sensor), batch 1", tags=["small", "quick", "bf16"]),
+             "small scale: VoxelBackBone8x, 1 000 voxels (nearest the sensor), batch 1",
+             tags=["small", "quick", "bf16", "f64"]),
 ]
 
 BY_NAME = {w.name: w for w in WORKLOADS}

@@ -6,15 +6,19 @@
 - The ``cuda`` marker: tests on real CUDA tensors, skipped without a GPU (``pytest -m cuda``).
 - With MXS_CUDA_LAUNCH_REPORT=path, the session writes the Triton launches it made there
   (tests/cuda/test_cuda_on_cpu.py reads it from the MXS_CUDA_ON_CPU=1 subprocess).
+- progress_heartbeat.py: a line on the terminal whenever no test has reported for 50 s.
 """
 import json
 import os
+
+import progress_heartbeat
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: runs on a real CUDA GPU (skipped where torch sees none)")
+    progress_heartbeat.start(config)
 
 
 def pytest_sessionfinish(session, exitstatus):

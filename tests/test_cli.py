@@ -65,7 +65,8 @@ def fake_results(other_cpu_share):
     t = {"mx_sparse": {"median": 0.010, "min": 0.009}, "spconv-1t": {"median": 0.030, "min": 0.028}}
     return dict(threads=2, variants=[{"name": "mx_sparse"}, {"name": "spconv-1t"}], runtime_s=90.0,
                 other_cpu_share=other_cpu_share, machine=dict(logical_cpus=2),
-                workloads={"second_kitti_1k": dict(forward=t, train=t, maps={"mx_sparse": {"median": 1, "min": 1}})})
+                workloads={"second_kitti_1k": dict(forward=t, train=t, train_f64=t,
+                                                  maps={"mx_sparse": {"median": 1, "min": 1}})})
 
 
 def test_bench_summary_reads_on_a_terminal():
@@ -73,8 +74,9 @@ def test_bench_summary_reads_on_a_terminal():
     text = report.summary(fake_results(0.35))
     assert "Speedup = spconv 2.3.8 time / mx_sparse time" in text
     row = next(line for line in text.splitlines() if line.startswith("second_kitti_1k"))
-    assert row.split()[1:] == ["3.00x", "3.00x", "n/a"]          # 0.030 / 0.010; maps: no spconv figure
+    assert row.split()[1:] == ["3.00x", "3.00x", "3.00x", "n/a"]   # 0.030 / 0.010; maps: no spconv figure
     assert "1 000-voxel VoxelBackBone8x fwd+bwd (speedup): goal not slower (>= 1x), measured 3.00x (met)" in text
+    assert "VoxelBackBone8x fwd+bwd in float64 (speedup): goal >= 1x (every size), measured 3.00x (lowest) (met)" in text
     assert "WARNING: other processes used 35 % of the CPUs" in text
     assert "–" not in text and "Targets (from the issue)" not in text
     assert "WARNING" not in report.summary(fake_results(0.02))

@@ -15,7 +15,11 @@
 // order, in double: results are the same for any thread count. Blocks are handed
 // out dynamically (parallel_dynamic.h), which also evens out a busy machine. The
 // loops over a block's rows are in batch_norm_relu_rows.h: float and bfloat16 run
-// the AVX-512 copy where the CPU has it. bfloat16 features are computed in float
+// the AVX-512 copy where the CPU has it. float64 stays on the portable copy (SSE2,
+// two lanes): the AVX-512 copy fuses x * scale + shift into one rounding there,
+// which changes the last bit against the CUDA backend's kernels, bitwise equal to
+// these in float64 (tests/cuda/test_batch_norm_kernels.py); the loops are about 2 %
+// of a float64 VoxelBackBone8x training step. bfloat16 features are computed in float
 // (statistics, scale and shift, which are float32 tensors then) and rounded once
 // per stored value.
 #include <torch/library.h>
@@ -32,6 +36,7 @@
 #include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
 #include "portable_switch.h"
+#include "serial_when_small.h"
 
 namespace mxs {
 namespace {
@@ -236,6 +241,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var, bool batch_stats,
     double momentum, double eps) {
   check_batch_norm_relu_forward_args(input, weight, bias, running_mean, running_var, batch_stats);
+  const SerialWhenSmall serial(input);  // fewer than 16,384 rows: one thread
   const at::Tensor x = input.contiguous();
   const int64_t n = x.size(0), c = x.size(1);
   std::vector<double> mean(c), var(c);
@@ -267,6 +273,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_nor
 
 at::Tensor scale_shift_relu_cpu(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift) {
   check_scale_shift_relu_args(input, scale, shift);
+  const SerialWhenSmall serial(input);  // fewer than 16,384 rows: one thread
   const at::ScalarType held = compute_dtype(input.scalar_type());
   return scale_shift_relu_tensor(input.contiguous(), scale.to(held).contiguous(), shift.to(held).contiguous());
 }
@@ -275,6 +282,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_backward_cpu(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
     const std::optional<at::Tensor>& weight, const at::Tensor& scale, const at::Tensor& shift, bool batch_stats) {
   check_batch_norm_relu_backward_args(grad, input, mean, invstd, weight, scale, shift);
+  const SerialWhenSmall serial(input);  // fewer than 16,384 rows: one thread
   const int64_t c = input.size(1);
   const auto dt = input.scalar_type();
   const at::Tensor x = input.contiguous(), dy = grad.to(dt).contiguous();

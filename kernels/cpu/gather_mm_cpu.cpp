@@ -47,8 +47,12 @@ struct MapRangeCheck {
 int64_t rows_per_tile(int64_t cout) { return std::clamp<int64_t>(65536 / std::max<int64_t>(cout, 1), 16, 256); }
 
 // Below this many multiply-adds a call runs on the calling thread: opening an
-// OpenMP region costs more than the work, and much more on a busy machine.
-constexpr double kMinParallelMacs = 1 << 18;
+// OpenMP region costs more than the work, and much more on a busy machine, where
+// the second thread may wait a time slice to be scheduled. 2^22 (about 0.1-0.3 ms
+// of work on one AVX-512 core): at 2^18 the 1,000-voxel VoxelBackBone8x forward
+// went parallel in every layer and took 10 ms per gather_mm call at 2 threads
+// on the loaded 2-core machine (load ~40), against well under 1 ms on one thread.
+constexpr double kMinParallelMacs = 1 << 22;
 
 bool worth_parallel(int64_t items, double macs_per_item) { return items * macs_per_item >= kMinParallelMacs; }
 

@@ -10,8 +10,12 @@ namespace mxs {
 #if defined(__x86_64__) && defined(__GNUC__)
 void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* B, int64_t ldb,
                       float* const* c);
+void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const double* const* a, const double* B, int64_t ldb,
+                      double* const* c);
 void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
                          float* D, int64_t ldd);
+void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const double* const* a, const double* const* g,
+                         double* D, int64_t ldd);
 void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
                             float* const* c);
 static const bool kUseAvx512 = __builtin_cpu_supports("avx512f") && !portable_kernels_only();
@@ -75,6 +79,9 @@ void gemm_rows(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, co
 
 void gemm_rows(int64_t m, int64_t kdim, int64_t ncols, const double* const* a, const double* B, int64_t ldb,
                double* const* c) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kUseAvx512) return gemm_rows_avx512(m, kdim, ncols, a, B, ldb, c);
+#endif
   gemm_rows_generic(m, kdim, ncols, a, B, ldb, c);
 }
 
@@ -88,6 +95,9 @@ void gemm_tn_rows(int64_t n, int64_t nrows, int64_t ncols, const float* const* a
 
 void gemm_tn_rows(int64_t n, int64_t nrows, int64_t ncols, const double* const* a, const double* const* g, double* D,
                   int64_t ldd) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kUseAvx512) return gemm_tn_rows_avx512(n, nrows, ncols, a, g, D, ldd);
+#endif
   gemm_tn_rows_generic(n, nrows, ncols, a, g, D, ldd);
 }
 

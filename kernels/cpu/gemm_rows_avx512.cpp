@@ -1,7 +1,9 @@
-// AVX-512 float kernels of gemm_rows.h. The output is cut into column strips;
-// a strip is computed R rows at a time in a register tile of R x NV vectors:
-//   strips of 64 columns: 6 rows x 4 vectors  (24 zmm accumulators)
-//   the last 32 or 16:   14 rows x 2 vectors, or 14 rows x 1 vector
+// AVX-512 float and double kernels of gemm_rows.h. The output is cut into column
+// strips; a strip is computed R rows at a time in a register tile of R x NV vectors:
+//   strips of 4 vectors (64 floats, 32 doubles): 6 rows x 4 vectors  (24 zmm accumulators)
+//   the last 2 or 1 vectors:                   14 rows x 2 vectors, or 14 rows x 1 vector
+// float and double run the same templates (Simd<T> below); double has half the
+// lanes per vector and no pair-packed paths (those are float-only).
 // Each p step loads the strip's NV B vectors and broadcasts one A value per row.
 // A tile must fit the 32 vector registers with its B vectors and broadcast:
 // R * NV + NV + 1 <= 32. One register more (the former 7 x 4 tile) and GCC keeps
@@ -35,7 +37,47 @@
 namespace mxs {
 namespace {
 
-inline __mmask16 mask_of(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? 0 : __mmask16((1u << n) - 1u); }
+// One zmm register of T: float (16 lanes) or double (8 lanes), with the masked
+// loads/stores of a column tail. The float and double kernels are the same
+// templates over this; the float ones compile to what they were before.
+template <typename T>
+struct Simd;
+
+template <>
+struct Simd<float> {
+  using V = __m512;
+  using Mask = __mmask16;
+  static constexpr int kLanes = 16;
+  static MXS_INLINE V zero() { return _mm512_setzero_ps(); }
+  static MXS_INLINE V set1(float x) { return _mm512_set1_ps(x); }
+  static MXS_INLINE V load(Mask m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static MXS_INLINE void store(float* p, Mask m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  static MXS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static MXS_INLINE V add(V a, V b) { return _mm512_add_ps(a, b); }
+};
+
+template <>
+struct Simd<double> {
+  using V = __m512d;
+  using Mask = __mmask8;
+  static constexpr int kLanes = 8;
+  static MXS_INLINE V zero() { return _mm512_setzero_pd(); }
+  static MXS_INLINE V set1(double x) { return _mm512_set1_pd(x); }
+  static MXS_INLINE V load(Mask m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
+  static MXS_INLINE void store(double* p, Mask m, V v) { _mm512_mask_storeu_pd(p, m, v); }
+  static MXS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static MXS_INLINE V add(V a, V b) { return _mm512_add_pd(a, b); }
+};
+
+// The first n of a vector's lanes (all of them from kLanes on, none at n <= 0).
+template <typename T>
+inline typename Simd<T>::Mask lanes_of(int64_t n) {
+  using Mask = typename Simd<T>::Mask;
+  constexpr int L = Simd<T>::kLanes;
+  return n >= L ? Mask((1u << L) - 1u) : n <= 0 ? Mask(0) : Mask((1u << n) - 1u);
+}
+
+inline __mmask16 mask_of(int64_t n) { return lanes_of<float>(n); }
 
 // R * NV accumulators, `live` other vectors held through the p loop, and R <= 16
 // for MXS_UNROLL.
@@ -44,30 +86,33 @@ constexpr bool fits_registers(int live) {
   return R <= 16 && R * NV + live <= 32;
 }
 
-template <int R, int NV>
-MXS_INLINE void zero(__m512 (&acc)[R][NV]) {
+template <int R, int NV, typename V>
+MXS_INLINE void zero(V (&acc)[R][NV]) {
   MXS_UNROLL for (int r = 0; r < R; ++r)
-    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = V{};  // every lane +0.0
 }
 
-// acc[r][v] += a_at(r) * b[16v..16v+16) for r < R: one p step.
-template <int R, int NV, typename AAt>
-MXS_INLINE void fma_step(__m512 (&acc)[R][NV], const float* b, const __mmask16* mask, AAt a_at) {
-  __m512 bv[NV];
-  MXS_UNROLL for (int v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + 16 * v);
+// acc[r][v] += a_at(r) * b[Lv..Lv+L) for r < R (L lanes of T): one p step.
+template <typename T, int R, int NV, typename AAt>
+MXS_INLINE void fma_step(typename Simd<T>::V (&acc)[R][NV], const T* b, const typename Simd<T>::Mask* mask,
+                         AAt a_at) {
+  using S = Simd<T>;
+  typename S::V bv[NV];
+  MXS_UNROLL for (int v = 0; v < NV; ++v) bv[v] = S::load(mask[v], b + S::kLanes * v);
   MXS_UNROLL for (int r = 0; r < R; ++r) {
-    const __m512 av = _mm512_set1_ps(a_at(r));
-    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    const typename S::V av = S::set1(a_at(r));
+    MXS_UNROLL for (int v = 0; v < NV; ++v) acc[r][v] = S::fma(av, bv[v], acc[r][v]);
   }
 }
 
-// out(r)[16v..16v+16) += acc[r][v], the columns of mask[v] only.
-template <int R, int NV, typename Out>
-MXS_INLINE void add_tile(const __m512 (&acc)[R][NV], Out out, const __mmask16* mask) {
+// out(r)[Lv..Lv+L) += acc[r][v], the columns of mask[v] only.
+template <typename T, int R, int NV, typename Out>
+MXS_INLINE void add_tile(const typename Simd<T>::V (&acc)[R][NV], Out out, const typename Simd<T>::Mask* mask) {
+  using S = Simd<T>;
   MXS_UNROLL for (int r = 0; r < R; ++r) {
-    float* o = out(r);
+    T* o = out(r);
     MXS_UNROLL for (int v = 0; v < NV; ++v)
-      _mm512_mask_storeu_ps(o + 16 * v, mask[v], _mm512_add_ps(_mm512_maskz_loadu_ps(mask[v], o + 16 * v), acc[r][v]));
+      S::store(o + S::kLanes * v, mask[v], S::add(S::load(mask[v], o + S::kLanes * v), acc[r][v]));
   }
 }
 
@@ -89,51 +134,54 @@ inline void row_blocks(int64_t m, Block block) {
   if (r0 < m) tail_block<R - 1>(m - r0, r0, block);
 }
 
-// Cuts the columns into strips (64 wide, then 32 or 16) and calls
-// strip(Rows<R>(), std::integral_constant<int, NV>(), j0, mask) for each.
-template <typename Strip>
+// Cuts the columns into strips (4 vectors wide: 64 floats or 32 doubles, then 2
+// or 1 vectors) and calls strip(Rows<R>(), std::integral_constant<int, NV>(), j0, mask)
+// for each.
+template <typename T, typename Strip>
 inline void column_strips(int64_t ncols, Strip strip) {
+  constexpr int64_t L = Simd<T>::kLanes;
   for (int64_t j0 = 0; j0 < ncols;) {
     const int64_t w = ncols - j0;
-    const __mmask16 mask[4] = {mask_of(w), mask_of(w - 16), mask_of(w - 32), mask_of(w - 48)};
-    if (w > 32) {
+    const typename Simd<T>::Mask mask[4] = {lanes_of<T>(w), lanes_of<T>(w - L), lanes_of<T>(w - 2 * L),
+                                            lanes_of<T>(w - 3 * L)};
+    if (w > 2 * L) {
       strip(Rows<6>(), std::integral_constant<int, 4>(), j0, mask);
-      j0 += 64;
-    } else if (w > 16) {
+      j0 += 4 * L;
+    } else if (w > L) {
       strip(Rows<14>(), std::integral_constant<int, 2>(), j0, mask);
-      j0 += 32;
+      j0 += 2 * L;
     } else {
       strip(Rows<14>(), std::integral_constant<int, 1>(), j0, mask);
-      j0 += 16;
+      j0 += L;
     }
   }
 }
 
 // gemm_rows, one tile: c[r][j0..] += sum_p a[r][p] * B[p][j0..] for R gathered rows.
-template <int R, int NV>
-inline void rows_block(int64_t kdim, const float* const* a, const float* b, int64_t ldb, float* const* c,
-                       int64_t j0, const __mmask16* mask) {
+template <typename T, int R, int NV>
+inline void rows_block(int64_t kdim, const T* const* a, const T* b, int64_t ldb, T* const* c, int64_t j0,
+                       const typename Simd<T>::Mask* mask) {
   static_assert(fits_registers<R, NV>(NV + 1));
-  const float* ar[R];
+  const T* ar[R];
   MXS_UNROLL for (int r = 0; r < R; ++r) ar[r] = a[r];
-  __m512 acc[R][NV];
+  typename Simd<T>::V acc[R][NV];
   zero(acc);
-  for (int64_t p = 0; p < kdim; ++p, b += ldb) fma_step(acc, b, mask, [&](int r) { return ar[r][p]; });
-  add_tile(acc, [&](int r) { return c[r] + j0; }, mask);
+  for (int64_t p = 0; p < kdim; ++p, b += ldb) fma_step<T>(acc, b, mask, [&](int r) { return ar[r][p]; });
+  add_tile<T>(acc, [&](int r) { return c[r] + j0; }, mask);
 }
 
 // gemm_tn_rows, one tile: D[i0 + r][j0..] += sum_p a[p][i0 + r] * g[p][j0..].
-template <int R, int NV>
-inline void tn_block(int64_t n, const float* const* a, int64_t i0, const float* const* g, int64_t j0, float* D,
-                     int64_t ldd, const __mmask16* mask) {
+template <typename T, int R, int NV>
+inline void tn_block(int64_t n, const T* const* a, int64_t i0, const T* const* g, int64_t j0, T* D, int64_t ldd,
+                     const typename Simd<T>::Mask* mask) {
   static_assert(fits_registers<R, NV>(NV + 1));
-  __m512 acc[R][NV];
+  typename Simd<T>::V acc[R][NV];
   zero(acc);
   for (int64_t p = 0; p < n; ++p) {
-    const float* ap = a[p] + i0;
-    fma_step(acc, g[p] + j0, mask, [&](int r) { return ap[r]; });
+    const T* ap = a[p] + i0;
+    fma_step<T>(acc, g[p] + j0, mask, [&](int r) { return ap[r]; });
   }
-  add_tile(acc, [&](int r) { return D + (i0 + r) * ldd + j0; }, mask);
+  add_tile<T>(acc, [&](int r) { return D + (i0 + r) * ldd + j0; }, mask);
 }
 
 // gemm_rows_pairs on pair-packed B (gemm_rows.h): a packed row holds NV vectors of
@@ -224,6 +272,28 @@ inline void tn_pair_block(int64_t n, const float* const* a, const float* const* 
     }
 }
 
+// The plain kernels for T = float or double.
+template <typename T>
+void gemm_rows_plain(int64_t m, int64_t kdim, int64_t ncols, const T* const* a, const T* B, int64_t ldb,
+                     T* const* c) {
+  column_strips<T>(ncols, [&](auto R, auto nv, int64_t j0, const typename Simd<T>::Mask* mask) {
+    row_blocks<decltype(R)::value>(m, [&](auto r, int64_t r0) {
+      rows_block<T, decltype(r)::value, decltype(nv)::value>(kdim, a + r0, B + j0, ldb, c + r0, j0, mask);
+    });
+  });
+}
+
+// Rows [i0, nrows) of D.
+template <typename T>
+void gemm_tn_rows_plain(int64_t n, int64_t i0, int64_t nrows, int64_t ncols, const T* const* a, const T* const* g,
+                        T* D, int64_t ldd) {
+  column_strips<T>(ncols, [&](auto R, auto nv, int64_t j0, const typename Simd<T>::Mask* mask) {
+    row_blocks<decltype(R)::value>(nrows - i0, [&](auto r, int64_t r0) {
+      tn_block<T, decltype(r)::value, decltype(nv)::value>(n, a, i0 + r0, g, j0, D, ldd, mask);
+    });
+  });
+}
+
 }  // namespace
 
 void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* Bp,
@@ -236,11 +306,12 @@ void gemm_rows_pairs_avx512(int64_t m, int64_t kdim, int64_t ncols, const float*
 
 void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const float* const* a, const float* B, int64_t ldb,
                       float* const* c) {
-  column_strips(ncols, [&](auto R, auto nv, int64_t j0, const __mmask16* mask) {
-    row_blocks<decltype(R)::value>(m, [&](auto r, int64_t r0) {
-      rows_block<decltype(r)::value, decltype(nv)::value>(kdim, a + r0, B + j0, ldb, c + r0, j0, mask);
-    });
-  });
+  gemm_rows_plain(m, kdim, ncols, a, B, ldb, c);
+}
+
+void gemm_rows_avx512(int64_t m, int64_t kdim, int64_t ncols, const double* const* a, const double* B, int64_t ldb,
+                      double* const* c) {
+  gemm_rows_plain(m, kdim, ncols, a, B, ldb, c);
 }
 
 void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* const* a, const float* const* g,
@@ -252,11 +323,12 @@ void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const float* c
     });
     i0 = nrows & ~int64_t(1);
   }
-  column_strips(ncols, [&](auto R, auto nv, int64_t j0, const __mmask16* mask) {
-    row_blocks<decltype(R)::value>(nrows - i0, [&](auto r, int64_t r0) {
-      tn_block<decltype(r)::value, decltype(nv)::value>(n, a, i0 + r0, g, j0, D, ldd, mask);
-    });
-  });
+  gemm_tn_rows_plain(n, i0, nrows, ncols, a, g, D, ldd);
+}
+
+void gemm_tn_rows_avx512(int64_t n, int64_t nrows, int64_t ncols, const double* const* a, const double* const* g,
+                         double* D, int64_t ldd) {
+  gemm_tn_rows_plain<double>(n, 0, nrows, ncols, a, g, D, ldd);
 }
 
 }  // namespace mxs

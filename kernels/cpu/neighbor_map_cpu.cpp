@@ -1,6 +1,7 @@
 // CPU map builders: submanifold map, strided-conv map (with canonical output
 // order) and the map transpose. Parallel with at::parallel_for, or
-// parallel_dynamic where the cost per row varies; every result is independent
+// parallel_dynamic where the cost per row varies (on one thread for small inputs:
+// serial_when_small.h); every result is independent
 // of the thread count because each cell has exactly one writer and the output
 // voxels are listed in key order (a bitmap scan, or a sort on huge grids).
 #include <ATen/Parallel.h>
@@ -12,6 +13,7 @@
 #include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
 #include "portable_switch.h"
+#include "serial_when_small.h"
 #include "sorted_voxels.h"
 #include "voxel_index_checks.h"
 #include "window_shares.h"
@@ -91,6 +93,7 @@ void subm_sweep(const std::vector<KeyRow>& sorted, const int32_t* idx, const Gri
 at::Tensor build_subm_map_cpu(const at::Tensor& indices_in, c10::IntArrayRef spatial_shape,
                               int64_t batch_size, c10::IntArrayRef kernel_size,
                               c10::IntArrayRef dilation) {
+  const SerialWhenSmall serial(indices_in);
   const Grid grid = make_grid(spatial_shape, batch_size);
   check_indices(indices_in, grid.ndim);
   const std::vector<int64_t> ones(grid.ndim, 1), zeros(grid.ndim, 0);
@@ -439,6 +442,7 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
     const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
     c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
     c10::IntArrayRef dilation, at::OptionalIntArrayRef pads_end) {
+  const SerialWhenSmall serial(indices_in);
   const Grid grid = make_grid(spatial_shape, batch_size);
   check_indices(indices_in, grid.ndim);
   const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, padding, dilation, pads_end);
@@ -452,6 +456,7 @@ std::tuple<at::Tensor, at::Tensor> build_conv_transpose_map_cpu(
     const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
     c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef pads_begin,
     c10::IntArrayRef pads_end, c10::IntArrayRef dilation, c10::IntArrayRef output_padding) {
+  const SerialWhenSmall serial(indices_in);
   const Grid grid = make_grid(spatial_shape, batch_size);
   check_indices(indices_in, grid.ndim);
   const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, pads_begin, dilation, pads_end, "pads_begin");
@@ -478,6 +483,7 @@ std::tuple<at::Tensor, at::Tensor> build_conv_transpose_map_cpu(
 
 at::Tensor transpose_map_cpu(const at::Tensor& nbr_in, int64_t num_rows) {
   check_transpose_map_args(nbr_in, num_rows);
+  const SerialWhenSmall serial(nbr_in);
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), kvol = nbr.size(1);
   check_row_count(m);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Fetch the headers the NPU binding is type-checked against, without installing anything:
 # torch 2.14 (include/ tree of the PyPI wheel) + torch-npu 2.14.0 (torch_npu/include: torch_npu,
-# ACL and op-plugin headers). Unpacked into kernels/ascend/build/npu_headers (gitignored); idempotent.
+# ACL and op-plugin headers). Unpacked into build/npu_headers at the repository root (gitignored,
+# outside kernels/: nothing but sources lives there); idempotent.
 #   kernels/ascend/binding/fetch_npu_headers.sh [PYTHON]
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-OUT="$HERE/../build/npu_headers"
+OUT="$(cd "$HERE/../../.." && pwd)/build/npu_headers"
 PY="${1:-python3}"
 if [ -f "$OUT/.complete" ]; then echo "$OUT"; exit 0; fi
 mkdir -p "$OUT/wheels"
