@@ -222,9 +222,12 @@ def main(argv=None):
     ap.add_argument("--tabulate", action="store_true", help="--step: only tabulate --step-json (no emulator runs)")
     ap.add_argument("--quick", action="store_true", help="--step: KITTI fp16 on 910B2 only")
     ap.add_argument("--host-ops-json", help="--step: host-side counts of a step (bench/ascend_host_ops.py --json); "
-                                            "default: count them now (a few minutes)")
-    ap.add_argument("--host-path", default="cuda-on-cpu", help="--step: orchestration path whose host ops are counted "
-                                                               "(bench/ascend_host_ops.py PATHS)")
+                                            "default: count them now, in a subprocess (a minute or two)")
+    ap.add_argument("--host-path", default="npu-on-cpu",
+                    help="--step: the path whose host side is counted (bench/ascend_host_ops.py PATHS); default: the "
+                         "NPU path itself (MXS_NPU_ON_CPU=1, the AscendC kernels in the emulator)")
+    ap.add_argument("--host-voxels", type=int, default=600,
+                    help="--step: voxels of the scene the host side is counted on (the count depends on the layers)")
     args = ap.parse_args(argv)
     if args.step:
         from bench import ascend_step
@@ -241,13 +244,14 @@ def main(argv=None):
         if args.host_ops_json:
             host_ops = json.loads(Path(args.host_ops_json).read_text())
         else:
-            ascend_step.progress(f"counting the host-side operators of one step ({args.host_path})")
-            host_ops = ascend_host_ops.count_path(args.host_path)
+            ascend_step.progress(f"counting the host-side operators of one step ({args.host_path}, in a subprocess)")
+            host_ops = ascend_host_ops.count_path(args.host_path, args.host_voxels)
         print(ascend_step.report(result, baseline, host_ops=host_ops))
         print()
         print("Model constants: " + ", ".join(f"{k}={v:g}" for k, v in MODEL.items()) + "; torch ops: "
               + ", ".join(f"{k}={v:g}" for k, v in ascend_step.TORCH_OPS.items()) + "; host side: "
-              + ", ".join(f"{k}={v:g}" for k, v in ascend_step.HOST.items()))
+              + ", ".join(f"{k}={v:g}" for k, v in ascend_step.HOST.items()) + "; torch_op_s range: "
+              + "-".join(f"{v * 1e6:g}" for v in ascend_step.TORCH_OP_RANGE) + " us")
         return
     if args.stats:
         rows = [(json.loads(l)["kernel"], "-", json.loads(l), {}) for l in Path(args.stats).read_text().splitlines() if l]

@@ -12,13 +12,12 @@ are counted as kernel launches and the operators inside them are not counted; ca
 are host reads (``tolist()`` is no operator), as is every ``aten::_local_scalar_dense``
 (``.item()``) and ``aten::is_nonzero``.
 
-Paths (``PATHS``): today the NPU binding's algorithm runs as the CUDA backend's tensor-operator
-orchestration (the binding reproduces it op for op; tests/ascend/test_binding_tensor_ops.py), so
-``cuda-on-cpu`` counts it under ``MXS_CUDA_ON_CPU=1`` with the Triton launches paused. After the
-orchestration merge the NPU path runs on the CPU under ``MXS_NPU_ON_CPU=1`` (``npu-on-cpu``: the
-emulator primitives are C++ calls, invisible to the dispatcher, and counted as launches through
-``mx_sparse.ascend.emulator_stats``). Each path runs in a fresh process (the switches are read at
-import).
+Paths (``PATHS``), each counted in a fresh process with its switch set before mx_sparse is imported:
+``npu-on-cpu`` is the NPU path itself (``MXS_NPU_ON_CPU=1``: the orchestration that ships for NPU
+tensors, its five AscendC kernels launched in the CPU emulator; a launch is one C call, as one
+aclnn call on the NPU, counted through ``mx_sparse.ascend.emulator_stats``); ``cuda-on-cpu`` is
+the CUDA path (``MXS_CUDA_ON_CPU=1`` with ``TRITON_INTERPRET=1``: CPU tensors can run Triton
+kernels only in the interpreter), the Triton launches paused.
 """
 import argparse
 import collections
@@ -35,12 +34,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # path name -> (environment, functions whose calls are kernel launches, functions that read to the host)
 PATHS = {
-    "cuda-on-cpu": ({"MXS_CUDA_ON_CPU": "1"}, [("mx_sparse._cuda.launch", "run")],
+    "cuda-on-cpu": ({"MXS_CUDA_ON_CPU": "1", "TRITON_INTERPRET": "1"}, [("mx_sparse._cuda.launch", "run")],
                     [("mx_sparse._accelerator.host_sync", "read")]),
     # the AscendC kernels launched in the emulator (one ctypes call each, as one aclnn call on the NPU)
     "npu-on-cpu": ({"MXS_NPU_ON_CPU": "1"}, [("mx_sparse.ascend", "_call")],
                    [("mx_sparse._accelerator.host_sync", "read")]),
 }
+SWITCHES = ("MXS_CUDA_ON_CPU", "MXS_NPU_ON_CPU", "TRITON_INTERPRET")   # what the paths set (and nothing else may)
 # ops that only create views or metadata: no kernel on the device (reported apart)
 VIEW_OPS = {"view", "_unsafe_view", "reshape", "alias", "as_strided", "expand", "permute", "transpose", "t", "select",
             "slice", "narrow", "unsqueeze", "squeeze", "detach", "unbind", "split", "split_with_sizes", "flip_view",
@@ -155,8 +155,9 @@ def count_path(path: str, voxels: int = 600) -> Dict[str, object]:
     env_extra, _, _ = PATHS[path]
     code = (f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); from bench import ascend_host_ops as h; "
             f"print('MXS-HOST-OPS ' + json.dumps(h._count_here({path!r}, {voxels})))")
+    env = {k: v for k, v in os.environ.items() if k not in SWITCHES}   # only this path's switch is set
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                       env={**os.environ, **env_extra}, timeout=3600)
+                       env={**env, **env_extra}, timeout=3600)
     for line in r.stdout.splitlines():
         if line.startswith("MXS-HOST-OPS "):
             return json.loads(line[len("MXS-HOST-OPS "):])
@@ -178,7 +179,7 @@ def _count_here(path: str, voxels: int) -> Dict[str, object]:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--path", choices=sorted(PATHS), default="cuda-on-cpu")
+    ap.add_argument("--path", choices=sorted(PATHS), default="npu-on-cpu")
     ap.add_argument("--voxels", type=int, default=600)
     ap.add_argument("--json")
     a = ap.parse_args(argv)

@@ -56,11 +56,14 @@ TORCH_OPS = {
 
 # Host side of a step (python -m bench.ascend_cost --step): labelled assumptions, no NPU measured.
 HOST = {
-    "torch_op_s": 5e-6,     # host time per torch operator issued to the NPU (torch_npu dispatch + launch; assumption)
+    "torch_op_s": 5e-6,     # host time per torch operator issued to the NPU (the low end of TORCH_OP_RANGE)
     "host_read_s": 30e-6,   # one device->host read: stream sync + copy (assumption)
     "aclnn_call_s": 10e-6,  # aclnn two-phase call: GetWorkspaceSize + executor + launch (assumption)
 }
 DMA_ISSUE_RANGE = (25, 50, 100)   # cycles per DMA instruction: no published figure, so a range
+# host seconds per torch operator (torch_npu dispatch + aclnn call + launch from Python): no figure
+# measured on an NPU, so a range; 5 us is a lean C++ dispatch, 30 us Python-level dispatch overheads
+TORCH_OP_RANGE = (5e-6, 30e-6)
 
 
 def scene_layers(preset, batch_size=1):
@@ -305,53 +308,80 @@ def host_time(ops, reads, aclnn_calls, host=None):
 
 
 def step_range(run, dt, host_ops, model=None, host=None):
-    """[(dma_issue_cycles, ours serial, ours overlapped, mx serial, mx overlapped)] in seconds. Serial: host
+    """[dict(dma_cycles, torch_op_s, ours_serial, ours_overlapped, mx_serial, mx_overlapped)] in seconds,
+    one per (per-DMA issue cost in DMA_ISSUE_RANGE, per-operator host cost in TORCH_OP_RANGE). Serial: host
     work added to the device model (the host issues, then the device runs); overlapped: the host issues
     while the device runs (torch_npu's task queue), so max(host issue, device) plus the host reads, which
-    wait for the device. Ours: counted host operators and reads + aclnn overhead per launch; mx_driving:
-    its modelled torch ops + aclnn overhead per launch (host reads: 0)."""
+    wait for the device. Ours: the counted host operators and reads + one aclnn call per launch;
+    mx_driving: its modelled torch ops + one aclnn call per launch (host reads: 0), at the same costs."""
     from bench.ascend_cost import MODEL
-    h = host or HOST
     out = []
     for cyc in DMA_ISSUE_RANGE:
         m = dict(model or MODEL, dma_issue_cycles=cyc)
         ours, mx = run["ours"][dt], run["mx_driving"][dt]
         dev_o, dev_m = step_time(ours, dt, m), step_time(mx, dt, m)
-        issue_o = host_time(host_ops["torch_ops"], 0, launches(ours), h)
-        reads_o = host_ops["host_reads"] * h["host_read_s"]
-        issue_m = host_time(modelled_torch_ops(mx), 0, launches(mx), h)
-        out.append((cyc, dev_o + issue_o + reads_o, max(dev_o, issue_o) + reads_o, dev_m + issue_m, max(dev_m, issue_m)))
+        for op_s in TORCH_OP_RANGE:
+            h = dict(host or HOST, torch_op_s=op_s)
+            issue_o = host_time(host_ops["torch_ops"], 0, launches(ours), h)
+            reads_o = host_ops["host_reads"] * h["host_read_s"]
+            issue_m = host_time(modelled_torch_ops(mx), 0, launches(mx), h)
+            out.append(dict(dma_cycles=cyc, torch_op_s=op_s, ours_serial=dev_o + issue_o + reads_o,
+                            ours_overlapped=max(dev_o, issue_o) + reads_o, mx_serial=dev_m + issue_m,
+                            mx_overlapped=max(dev_m, issue_m)))
     return out
 
 
+def range_summary(rng):
+    """(ours fastest, ours slowest, ratio worst, ratio best) over a step_range: the ratio is mx_driving's
+    step over ours, serial with serial and overlapped with overlapped; the worst end is the lowest."""
+    ours = [r[k] for r in rng for k in ("ours_serial", "ours_overlapped")]
+    ratios = [r["mx_" + k] / r["ours_" + k] for r in rng for k in ("serial", "overlapped")]
+    return min(ours), max(ours), min(ratios), max(ratios)
+
+
 def host_side_lines(result, host_ops):
-    """The host side per step and the ours-vs-mx_driving ratio as a range over the per-DMA cost."""
+    """The host side per step, the modelled step and the ours-vs-mx_driving ratio as ranges over the
+    per-DMA cost and the per-operator host cost."""
     h = HOST
-    lines = ["", "### Host side per step and the step ratio as a range (MODELLED)", "",
-             f"Host work of one VoxelBackBone8x step through the orchestration ({host_ops.get('path', '?')} path, "
-             f"counted with torch's profiler by bench/ascend_host_ops.py): **{host_ops['torch_ops']} torch operators** "
+    lo_op, hi_op = (t * 1e6 for t in TORCH_OP_RANGE)
+    lines = ["", "### Host side per step and the modelled step as a range (MODELLED)", "",
+             f"Host work of one VoxelBackBone8x training step through the {host_ops.get('path', '?')} path, counted "
+             f"with torch's profiler by bench/ascend_host_ops.py ({host_ops.get('voxels', '?')} voxels: the count "
+             f"depends on the layers, not the voxels): **{host_ops['torch_ops']} torch operators** "
              f"(+{host_ops['view_ops']} view/metadata ops, not charged), **{host_ops['host_reads']} host reads**, "
-             f"{host_ops['kernel_launches']} kernel launches. Charged at {h['torch_op_s'] * 1e6:g} µs per operator, "
-             f"{h['host_read_s'] * 1e6:g} µs per host read and {h['aclnn_call_s'] * 1e6:g} µs per aclnn call (one per "
-             "kernel launch, both sides) -- labelled assumptions. The per-DMA issue cost has no published figure: "
-             f"the ratio is given for {', '.join(map(str, DMA_ISSUE_RANGE))} cycles, each with the host work serial to "
-             "the device (added) and overlapped with it (torch_npu's task queue: max of the two, plus the host reads).",
-             "mx_driving's host side is modelled (its torch ops and one aclnn call per kernel), not counted.", "",
-             "| scene | SoC | dtype | DMA-count ratio (mx_driving / ours) | host side ours (µs) | "
-             + " | ".join(f"step ratio @ {c} cyc/DMA serial / overlapped" for c in DMA_ISSUE_RANGE) + " | range |",
-             "|---|---|---|---|---|" + "---|" * len(DMA_ISSUE_RANGE) + "---|"]
+             f"{host_ops['kernel_launches']} kernel launches. Charged at {lo_op:g}-{hi_op:g} µs per operator (a range: "
+             f"no NPU measured), {h['host_read_s'] * 1e6:g} µs per host read and {h['aclnn_call_s'] * 1e6:g} µs per "
+             "aclnn call (one per kernel launch, both sides) -- labelled assumptions. The per-DMA issue cost has no "
+             f"published figure: {', '.join(map(str, DMA_ISSUE_RANGE))} cycles. Each combination with the host work "
+             "serial to the device (added) and overlapped with it (torch_npu's task queue: the max of the two, plus the "
+             "host reads). mx_driving's host side is modelled (its torch ops and one aclnn call per kernel), not counted.",
+             "", "| scene | SoC | dtype | DMA-count ratio (mx_driving / ours) | host side ours (µs) "
+             f"@ {lo_op:g} / {hi_op:g} µs per op | modelled step ours (ms), range | "
+             "step ratio mx_driving / ours, range (worst first) |",
+             "|---|---|---|---|---|---|---|"]
+    grids = []
     for run in result["runs"]:
         if "mx_driving" not in run:
             continue
         for dt, rows in run["ours"].items():
             rng = step_range(run, dt, host_ops)
-            pairs = [(ms / os_, mo / oo) for _, os_, oo, ms, mo in rng]
-            ratios = [r for p in pairs for r in p]
+            fast, slow, worst, best = range_summary(rng)
             dmar = dma_calls(run["mx_driving"][dt]) / max(1, dma_calls(rows))
-            hs = host_time(host_ops["torch_ops"], host_ops["host_reads"], launches(rows))
-            lines.append(f"| {run['preset']} b1 | {run['soc']} | {dt} | {dmar:.0f}x | {_us(hs)} | "
-                         + " | ".join(f"{a:.1f}x / {b:.1f}x" for a, b in pairs)
-                         + f" | {min(ratios):.1f}-{max(ratios):.1f}x |")
+            hs = [host_time(host_ops["torch_ops"], host_ops["host_reads"], launches(rows), dict(h, torch_op_s=op))
+                  for op in TORCH_OP_RANGE]
+            lines.append(f"| {run['preset']} b1 | {run['soc']} | {dt} | {dmar:.0f}x | {_us(hs[0])} / {_us(hs[1])} | "
+                         f"{fast * 1e3:.1f}-{slow * 1e3:.1f} | **{worst:.2f}-{best:.2f}x** |")
+            grids.append((run, dt, rng))
+    for run, dt, rng in grids[:1]:
+        lines += ["", f"{run['preset']} b1, {run['soc']}, {dt}: the step ratio (mx_driving / ours) per combination, "
+                  "serial / overlapped", "",
+                  "| µs per torch op | " + " | ".join(f"@ {c} cycles/DMA" for c in DMA_ISSUE_RANGE) + " |",
+                  "|---|" + "---|" * len(DMA_ISSUE_RANGE)]
+        for op in TORCH_OP_RANGE:
+            cells = [r for r in rng if r["torch_op_s"] == op]
+            lines.append(f"| {op * 1e6:g} | " + " | ".join(
+                f"{r['mx_serial'] / r['ours_serial']:.2f}x / {r['mx_overlapped'] / r['ours_overlapped']:.2f}x"
+                for r in cells) + " |")
     return lines
 
 

@@ -167,8 +167,14 @@ def emulator_stats() -> Dict[str, int]:
 # Primitives (CPU tensors in and out; signatures of the internal schema ops)
 
 
+# A launch is what the NPU binding's aclnn call is: one C call. The wrappers below keep their own
+# host work to the checks the library cannot make (tensor type, device, dtype, rank) and pass
+# addresses as plain ints (ctypes converts them through the declared argtypes).
+
+
 def _call(fn_name: str, *args) -> None:
-    lib = _library()
+    """One kernel launch through the library (the function that the host-cost benches count)."""
+    lib = _lib if _lib is not None else _library()
     status = getattr(lib, fn_name)(*args)
     if status == _OK:
         return
@@ -177,28 +183,37 @@ def _call(fn_name: str, *args) -> None:
 
 
 def _operand(name: str, t: torch.Tensor, dtypes: Sequence[torch.dtype], dim: int) -> torch.Tensor:
-    """t checked (CPU, dtype, rank) and made contiguous: the library reads raw memory."""
+    """t checked (CPU, dtype, rank) and made contiguous (itself when it is): the library reads raw
+    memory. No detach: a primitive runs below autograd, and the library only reads the address."""
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name}: expected a tensor, got {type(t).__name__}")
-    if t.device.type != "cpu":
+    if not t.is_cpu:
         raise ValueError(f"{name}: the AscendC emulator runs on CPU tensors, got a tensor on {t.device}")
     if t.dtype not in dtypes:
         allowed = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise ValueError(f"{name}: expected dtype {allowed}, got {str(t.dtype).replace('torch.', '')}")
     if t.dim() != dim:
         raise ValueError(f"{name}: expected {dim} dimensions, got shape {list(t.shape)}")
-    return t.detach().contiguous()
+    return t if t.is_contiguous() else t.contiguous()
 
 
 _FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)  # float64: rejected with the kernels' message
+_DTYPE_NAMES = {d: str(d).replace("torch.", "").encode() for d in _FLOATS}
 
 
-def _ptr(t: torch.Tensor) -> ctypes.c_void_p:
-    return ctypes.c_void_p(t.data_ptr())
+def _ptr(t: torch.Tensor) -> int:
+    return t.data_ptr()
+
+
+_I64_ARRAY_TYPES = {}   # ctypes array type per length: making the type is most of the cost of an array
 
 
 def _i64_array(values: Sequence[int]):
-    return (ctypes.c_int64 * len(values))(*[int(v) for v in values])
+    n = len(values)
+    kind = _I64_ARRAY_TYPES.get(n)
+    if kind is None:
+        kind = _I64_ARRAY_TYPES[n] = ctypes.c_int64 * n
+    return kind(*values)
 
 
 def sorted_key_lookup(query_keys: torch.Tensor, sorted_keys: torch.Tensor, key_deltas: torch.Tensor, group: int,
@@ -246,7 +261,7 @@ def unique_sorted_keys(sorted_keys: torch.Tensor) -> Tuple[torch.Tensor, torch.T
 
 
 def _dtype_name(t: torch.Tensor) -> bytes:
-    return str(t.dtype).replace("torch.", "").encode()
+    return _DTYPE_NAMES[t.dtype]
 
 
 def _same_dtype(name: str, t: torch.Tensor, features: torch.Tensor) -> None:

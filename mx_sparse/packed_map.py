@@ -9,8 +9,9 @@ only the present entries plus one bit per (row, offset): a third of the bytes or
 ``HeldMap`` is one map in either form: dense while layers use it, packed after
 ``release()``; ``dense()`` unpacks it again on demand. Packing is lazy (only a
 map that is released or saved for backward is packed) and only on devices whose backend
-holds maps packed: CPU and NPU, not CUDA (where a pack costs host reads; the accelerator
-orchestration's choice, mx_sparse/_accelerator/registration.py PACKS_MAPS). Who uses
+holds maps packed: CPU, not CUDA or the NPU (where a pack costs host reads and torch operators
+and saves MBs next to GBs of device memory; the accelerator orchestration's choice, with the
+numbers: mx_sparse/_accelerator/registration.py PACKS_MAPS). Who uses
 the packed form: a layer that moves on to another map releases the others
 (``SparseConvolution``), and autograd saves maps for backward packed
 (saved_tensors.py).

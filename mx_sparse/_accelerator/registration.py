@@ -50,15 +50,21 @@ PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
 
 # Whether a training step holds the maps no layer is using packed (mx_sparse/packed_map.py: the
 # layer's HeldMap, autograd's saved maps), per dispatch key this orchestration serves; a choice of
-# the orchestration, since pack_map / unpack_map are the same code on every device.
+# the orchestration, since pack_map / unpack_map are the same code on every device (and stay
+# registered for callers of pack_map on either).
 # CUDA: no. Packing needs the number of present entries on the host (a host read: the size of
 # `values`) and unpacking checks block_starts (another), about 50 small kernels and 2 syncs per
 # round trip, ~600 kernels and 20 of the 32 host reads of a KITTI training step; what it saves
 # is about two thirds of the maps' bytes (a few MB a layer), next to a GPU's tens of GB. Dense
 # maps also keep one identity per map, so the data cached with a map (its transpose, the Triton
 # kernels' schedule) is found again by every layer and backward pass that uses it.
-# NPU: yes, as the NPU path did (its memory budget is not measured here).
-PACKS_MAPS = {"CUDA": False, "PrivateUse1": True}
+# NPU: no, measured (python -m bench.ascend_map_memory; the same maps and tensors the NPU path
+# holds): a VoxelBackBone8x training step's maps are 14.3 MiB dense / 5.3 packed at KITTI b1,
+# 61.9 / 22.4 at b4; packing lowers the step's peak from 55.3 to 47.6 MiB (b1) and from 234.9
+# to 195.6 MiB (b4), where an Atlas A2 card has 32-64 GB of HBM (the b4 peak is 0.8% of 32 GB).
+# What it costs: 352 of the NPU path's torch operators per step (each a torch_npu dispatch and
+# an aclnn call) and 8 of its 13 host reads (python -m bench.ascend_host_ops --path npu-on-cpu).
+PACKS_MAPS = {"CUDA": False, "PrivateUse1": False}
 _KEYS = {"cuda": "CUDA", "npu": "PrivateUse1", "privateuseone": "PrivateUse1"}
 _cpu_served_as = []   # the key whose orchestration serves CPU tensors (a switch), empty for the C++ kernels
 

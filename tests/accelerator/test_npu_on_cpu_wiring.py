@@ -97,11 +97,12 @@ def test_plan_per_key():
 
 
 def test_map_packing_is_the_orchestrations_choice_per_device(monkeypatch):
-    """CUDA holds maps dense (packing costs host reads there), the NPU and the CPU kernels pack;
-    CPU tensors served by an orchestration take that device's choice."""
+    """CUDA and the NPU hold maps dense (packing costs host reads and torch operators there, and
+    saves MBs next to GBs: registration.PACKS_MAPS), the CPU kernels pack; CPU tensors served by an
+    orchestration take that device's choice."""
     from mx_sparse import packed_map
     assert not registration.packs_maps("cuda")
-    assert registration.packs_maps("npu") and registration.packs_maps("privateuseone")
+    assert not registration.packs_maps("npu") and not registration.packs_maps("privateuseone")
     monkeypatch.setattr(registration, "_cpu_served_as", [])
     assert registration.packs_maps("cpu")
     monkeypatch.setattr(registration, "_cpu_served_as", ["CUDA"])
@@ -112,4 +113,4 @@ def test_map_packing_is_the_orchestrations_choice_per_device(monkeypatch):
     finally:
         packed_map._has_packing_kernels.cache_clear()
     monkeypatch.setattr(registration, "_cpu_served_as", ["PrivateUse1"])
-    assert registration.packs_maps("cpu")
+    assert not registration.packs_maps("cpu")

@@ -1,7 +1,7 @@
 """The NPU code path, executed here. In a subprocess with MXS_NPU_ON_CPU=1 (set before `import
 mx_sparse`) every mx_sparse op on CPU tensors is the accelerator orchestration that ships for NPU
-tensors (mx_sparse/_accelerator: checks, key packing, sorts, un-permutation, per-group loop, packed
-maps, fused BatchNorm+ReLU), and its five device primitives are the AscendC kernels of
+tensors (mx_sparse/_accelerator: checks, key packing, sorts, un-permutation, per-group loop, maps
+held dense as on the NPU, fused BatchNorm+ReLU), and its five device primitives are the AscendC kernels of
 kernels/ascend, launched in-process by the emulator with the strict Atlas A2 rules
 (mx_sparse.ascend). Compared with the C++ CPU backend, computed in this process: maps and output
 voxels bit-equal, float32 within 1e-5 relative; every one of the five kernels must have been
@@ -38,7 +38,8 @@ def npu_env():
 
 
 def backbone_step(indices, shape):
-    """One training step of VoxelBackBone8x (12 sparse convs, fused BatchNorm+ReLU, packed maps):
+    """One training step of VoxelBackBone8x (12 sparse convs, fused BatchNorm+ReLU; maps packed on the CPU
+    backend, dense on the NPU path):
     the output voxels, features, loss and every parameter's gradient."""
     import mx_sparse
     from mx_sparse.models import VoxelBackBone8x
