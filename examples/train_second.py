@@ -49,7 +49,7 @@ from mx_sparse.synthetic import CLASSES, generate_labeled_frame  # noqa: E402
 
 # Every configurable value, its default and what it means (a config file may set any of them).
 DEFAULTS = dict(
-    train_scenes=(160, "generated training scenes (seeds seed*100000 + 0..N-1)"),
+    train_scenes=(100, "generated training scenes (seeds seed*100000 + 0..N-1)"),
     val_scenes=(64, "generated held-out scenes (seeds seed*100000 + 50000 + 0..N-1)"),
     epochs=(40, "most passes over the training scenes (--time-budget may stop earlier)"),
     time_budget=(600.0, "seconds of training (evaluation not counted; CPU: process CPU time per thread) "
