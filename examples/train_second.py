@@ -523,6 +523,14 @@ def load_checkpoint(args):
         raise SystemExit(f"{option}: {path} is not a readable checkpoint of this job ({type(e).__name__}: {e})")
 
 
+def load_weights(model, saved, option):
+    try:
+        model.load_state_dict(saved["model"])
+    except RuntimeError as e:
+        raise SystemExit(f"{option}: the checkpoint's weights do not fit this job's model (written by another "
+                         f"version of the job?): {str(e).splitlines()[0]}")
+
+
 def held_out_counts(val_rec):
     counts = np.bincount(np.concatenate([r["classes"][~r["ignore"]] for r in val_rec]).astype(np.int64),
                          minlength=len(CLASSES))
@@ -559,7 +567,7 @@ def main(argv=None):
     print(f"set-up: {setup_time:.0f} s (scenes, voxels, baseline)")
 
     if args.eval_only:
-        model.load_state_dict(saved["model"])
+        load_weights(model, saved, "--checkpoint")
         ev = evaluate(predict(model, val_data, grid, cfg), val_rec)
         print_table(ev, baseline_eval, f"held-out BEV AP / recall (%), checkpoint {args.checkpoint} "
                                        f"(epoch {saved['epoch']})")
@@ -578,7 +586,7 @@ def main(argv=None):
     history, first, planned = [], 1, None
     rng = np.random.default_rng(int(cfg["seed"]) + 1)
     if saved:
-        model.load_state_dict(saved["model"])
+        load_weights(model, saved, "--resume")
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
         history, first = saved["history"], saved["epoch"] + 1
