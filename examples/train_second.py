@@ -528,7 +528,7 @@ def load_weights(model, saved, option):
         model.load_state_dict(saved["model"])
     except RuntimeError as e:
         raise SystemExit(f"{option}: the checkpoint's weights do not fit this job's model (written by another "
-                         f"version of the job?): {str(e).splitlines()[0]}")
+                         f"version of the job?): {' '.join(str(e).split())[:300]}")
 
 
 def held_out_counts(val_rec):
