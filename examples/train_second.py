@@ -568,7 +568,8 @@ def main(argv=None):
 
     if args.eval_only:
         load_weights(model, saved, "--checkpoint")
-        ev = evaluate(predict(model, val_data, grid, cfg), val_rec)
+        preds = predict(model, val_data, grid, cfg)
+        ev = evaluate(preds, val_rec)
         print_table(ev, baseline_eval, f"held-out BEV AP / recall (%), checkpoint {args.checkpoint} "
                                        f"(epoch {saved['epoch']})")
         print(f"eval-only: mAP {fmt(ev['mean_ap'][0]).strip()}, strict {fmt(ev['mean_ap'].get(1)).strip()} "
@@ -576,8 +577,11 @@ def main(argv=None):
               f"{fmt(saved['eval']['mean_ap'].get('1')).strip()}); "
               f"{'identical' if json.dumps(to_json(ev)) == json.dumps(saved['eval']) else 'DIFFERENT'} to the saved "
               f"evaluation")
+        if not args.no_plot:     # next to the checkpoint, as training writes them
+            save_pictures(val_rec, preds, cfg, os.path.dirname(os.path.abspath(args.checkpoint)))
+        print(f"done: set-up {setup_time:.0f} s, {time.perf_counter() - t_start:.0f} s in all, "
+              f"peak RSS {peak_rss_mib():.0f} MiB")
         print(f"verdict: {verdict(ev, baseline_eval)}")
-        print(f"done: {time.perf_counter() - t_start:.0f} s, peak RSS {peak_rss_mib():.0f} MiB")
         return ev
 
     per_epoch = len(epoch_steps(len(train_rec), cfg, np.random.default_rng(0)))

@@ -28,8 +28,7 @@ def save_bev_picture(path, points, gt, pred, class_names, point_cloud_range, tit
 
     x0, y0, _, x1, y1, _ = point_cloud_range
     fig, ax = plt.subplots(figsize=(7.0, 7.0 * (y1 - y0) / (x1 - x0) + 0.6))
-    ax.scatter(points[:, 0], points[:, 1], s=0.05, c=points[:, 2], cmap="Greys", vmin=-3.0, vmax=1.0,
-               rasterized=True)
+    ax.scatter(points[:, 0], points[:, 1], s=0.08, color="0.35", linewidths=0, rasterized=True)
     draw_boxes(ax, gt["boxes"], gt["classes"], "--", ignore=gt["ignore"])
     draw_boxes(ax, pred["boxes"], pred["classes"], "-", scores=pred["scores"])
     handles = [Line2D([], [], color=c, label=n) for n, c in zip(class_names, CLASS_COLOURS)]
