@@ -188,7 +188,8 @@ def generated_frames(cfg, splits=("train", "val")):
                                        hfov_deg=float(cfg["fov_deg"]))
             records.append(frame_record(f.points, f.boxes, f.classes, cfg))
         out[name] = records
-    return out, f"{cfg['train_scenes']} generated training + {cfg['val_scenes']} held-out scenes"
+    counts = dict(train=f"{cfg['train_scenes']} generated training", val=f"{cfg['val_scenes']} held-out")
+    return out, " + ".join(counts[name] for name in splits) + " scenes"
 
 
 def read_text(path, option, what):
@@ -402,6 +403,11 @@ def matplotlib_or_none(what):
         return None
 
 
+def matplotlib_ticker():
+    import matplotlib.ticker
+    return matplotlib.ticker
+
+
 def save_plot(history, baseline_eval, path):
     plt = matplotlib_or_none(path)
     if plt is None:
@@ -416,6 +422,8 @@ def save_plot(history, baseline_eval, path):
         ax2.axhline(100 * baseline_eval["mean_ap"].get(level, float("nan")), color=colour, ls="--",
                     label=f"cluster baseline, {label}")
     ax2.set(xlabel="epoch", ylabel="BEV mAP, %", title="held-out BEV mAP")
+    for ax in (ax1, ax2):
+        ax.xaxis.set_major_locator(matplotlib_ticker().MaxNLocator(integer=True))
     ax2.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
