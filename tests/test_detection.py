@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from mx_sparse.detection import (ClusterPriorBaseline, average_precision, bev_iou, evaluate_detections,
+from examples.detection import (ClusterPriorBaseline, average_precision, bev_iou, evaluate_detections,
                                  parse_kitti_calib, parse_kitti_labels, polygon_area)
 
 
@@ -149,8 +149,8 @@ def test_kitti_lidar_frame_labels_and_errors():
 # ---------------------------------------------------------------- CenterPoint targets and decoding
 def test_centerpoint_targets_decode_back_to_the_boxes():
     torch = pytest.importorskip("torch")
-    from mx_sparse.models.centerpoint import BevGrid, decode, encode_targets
-    grid = BevGrid([0, -8, -3, 16, 8, 1], [0.16, 0.16, 0.16])
+    from examples.detection.centerpoint import BevGrid, decode, encode_targets
+    grid = BevGrid([0, -8, -3, 16, 8, 1], [0.16, 0.16, 0.16], stride=4)
     assert (grid.width, grid.height, grid.cell_x) == (26, 26, 0.64)     # ceil(100 / 8) * 2 cells
     boxes = np.array([[5.3, 1.1, -0.9, 4.2, 1.8, 1.5, 0.4], [10.0, -4.7, -1.0, 0.8, 0.6, 1.7, -2.0]])
     heat, reg, index = encode_targets(boxes, [0, 1], grid, 3)
@@ -168,7 +168,7 @@ def test_centerpoint_targets_decode_back_to_the_boxes():
 def test_centerpoint_output_matches_its_grid():
     torch = pytest.importorskip("torch")
     import mx_sparse
-    from mx_sparse.models.centerpoint import BevGrid, CenterPoint
+    from examples.detection.centerpoint import BevGrid, CenterPoint
     pcr, vs = [0, -4, -3, 8.32, 4, 1], [0.16, 0.16, 0.16]       # 52 x 50 voxels: not multiples of 8
     grid = BevGrid(pcr, vs)
     model = CenterPoint(4, 26, 3).eval()

@@ -38,6 +38,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     (wheel,) = glob.glob(str(wheels / "mx_sparse-*.whl"))
     assert os.path.basename(wheel).startswith(f"mx_sparse-{mx_sparse.__version__}-")
     print(f"\nwheel: {os.path.basename(wheel)}, {os.path.getsize(wheel) / 2**20:.2f} MiB")
+    import zipfile
+    names = zipfile.ZipFile(wheel).namelist()
+    demo = [n for n in names if n.startswith("examples/") or "/detection/" in n or "centerpoint" in n]
+    assert not demo, demo           # the main job's demo detector stays beside the package
 
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", str(venv)])

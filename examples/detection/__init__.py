@@ -1,6 +1,7 @@
-"""3-D detection around the sparse backbones: rotated bird's-eye-view IoU, average
-precision, KITTI file reading and a non-learned baseline detector. The CenterPoint
-model itself lives in :mod:`mx_sparse.models.centerpoint`."""
+"""What the main job needs around the library's backbone (a demo beside the package, not in
+the wheel): the CenterPoint head (:mod:`.centerpoint`), rotated bird's-eye-view IoU, average
+precision, KITTI file reading, a non-learned baseline detector, BEV pictures and atomic
+checkpoint writes."""
 from .average_precision import average_precision, evaluate_detections
 from .bev_iou import bev_corners, bev_iou, polygon_area
 from .cluster_baseline import ClusterPriorBaseline
