@@ -3,15 +3,16 @@ BatchNorm kernel exists; each operator is one aclnn call there) and that of ever
 kernels of its own. The accelerator orchestration (batch_norm_relu.py) checks the arguments
 first.
 
-  forward           ~13 operators: mean and var, the running blend (lerp), rsqrt, scale and shift,
-                    one addcmul + relu for y, the float64 copies of mean and invstd
+  forward           ~18 operators: mean and var, the running blend (lerp), rsqrt, scale and shift
+                    (float64 [C] vectors, then rounded), one addcmul + relu for y
   scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
-  backward          ~16 operators
+  backward          ~18 operators
 
 Computed in float32 for float32, float16 and bfloat16 features (float64 for float64): the
 statistics are torch's var_mean (its reductions have a fixed order on each device), the
-backward's sums torch's sum. No float64 temporaries of the features' size (the NPU computes
-float64 slowly, or not at all), no host read. Within the fused-BatchNorm tolerances of the CPU
+backward's sums torch's sum; the per-channel arithmetic on [C] vectors in float64 (the contract
+returns mean and invstd in float64); the backward's ReLU mask from a float64 product (one
+temporary of the features' size: the CPU kernels' exact decision at the boundary). No host read. Within the fused-BatchNorm tolerances of the CPU
 kernels, not their bits (tests/test_batch_norm_relu.py, the NPU path's training step).
 """
 import torch
@@ -26,35 +27,52 @@ def _held(t, dtype):
 
 
 def _blend_into(running, batch, momentum):
-    """running <- (1 - momentum) * running + momentum * batch, in the compute dtype, stored once."""
+    """running <- (1 - momentum) * running + momentum * batch from the float64 batch statistic:
+    one lerp where momentum is in [0, 1] (torch's rule for momentum), else in float64 and stored
+    once (a momentum beyond float32's range is not rounded into it)."""
     if running is None:
         return
-    if running.dtype == batch.dtype:
-        running.lerp_(batch, momentum)
+    if 0.0 <= momentum <= 1.0:
+        running.lerp_(_held(batch, running.dtype), momentum)
     else:
-        running.copy_(torch.lerp(running.to(batch.dtype), batch, momentum))
+        running.copy_(torch.add(running.double() * (1.0 - momentum), batch, alpha=momentum))
 
 
 def _pre_relu(x, scale, shift):
     return torch.addcmul(shift, x, scale)
 
 
+def _passed_relu(x, scale, shift):
+    """x * scale + shift > 0 as the CPU kernels decide it (the backward's mask): the exact product
+    of the compute-dtype operands plus one rounding for float32 (a float64 product), two roundings
+    for float64 (no fused multiply-add). At the boundary (a one-row batch: x * scale == -shift) a
+    float32 product rounded first would flip the gradient of a whole channel."""
+    if x.dtype != torch.float64:
+        x = x.double()
+    return torch.mul(x, scale).add_(shift) > 0
+
+
 def forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
+    """The statistics in the compute dtype over the features; the per-channel arithmetic ([C]
+    vectors: invstd, scale, shift, the running blend) in float64, as the contract's float64 mean
+    and invstd ask."""
     held = compute_dtype(input.dtype)
     x = _held(input, held)
     n = x.shape[0]
     if batch_stats:
         # the mean as a plain sum: var_mean's running update turns an infinite mean into NaN
-        mean, var = x.mean(0), torch.var(x, 0, correction=0)
+        mean, var = x.mean(0).double(), torch.var(x, 0, correction=0).double()
         _blend_into(running_mean, mean, momentum)
         _blend_into(running_var, var * (n / (n - 1) if n > 1 else 1.0), momentum)
     else:
-        mean, var = _held(running_mean, held), _held(running_var, held)
+        mean, var = running_mean.double(), running_var.double()
     invstd = torch.rsqrt(var + eps)
-    scale = invstd if weight is None else invstd * _held(weight, held)
-    shift = torch.mul(mean, scale).neg_() if bias is None else torch.addcmul(_held(bias, held), mean, scale, value=-1)
+    scale64 = invstd if weight is None else invstd * weight
+    shift64 = torch.mul(mean, scale64).neg_() if bias is None else torch.addcmul(bias.double(), mean, scale64,
+                                                                                  value=-1)
+    scale, shift = _held(scale64, held), _held(shift64, held)
     y = _pre_relu(x, scale, shift).relu_()
-    return _held(y, input.dtype), mean.double(), invstd.double(), scale, shift
+    return _held(y, input.dtype), mean, invstd, scale, shift
 
 
 def scale_shift_relu(input, scale, shift):
@@ -70,7 +88,7 @@ def backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
     held = compute_dtype(input.dtype)
     x, dy = _held(input, held), _held(grad, held)
     mean, invstd = _held(mean, held), _held(invstd, held)
-    g = torch.where(_pre_relu(x, _held(scale, held), _held(shift, held)) > 0, dy, 0)
+    g = torch.where(_passed_relu(x, _held(scale, held), _held(shift, held)), dy, 0)
     xhat = (x - mean).mul_(invstd)
     dbeta = g.sum(0)
     dgamma = (g * xhat).sum(0)
