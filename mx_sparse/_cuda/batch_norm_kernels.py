@@ -252,6 +252,16 @@ def backward_sums_kernel(x, dy, scale, shift, mean, invstd, partial, n, c, block
     tl.store(out + c, sum_gx, mask=col_live)
 
 
+@triton.jit
+def _store_parameter_grads(partial, dgamma, dbeta, cols, col_live, nblocks, c, CHUNK_B: tl.constexpr,
+                           BLOCK_C: tl.constexpr):
+    # dbeta = sum g, dgamma = sum g * xhat over the blocks (block 0's program writes them)
+    tl.store(dbeta + cols, _rounded_for(_sum_blocks(partial, 0, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C), dbeta),
+             mask=col_live)
+    tl.store(dgamma + cols, _rounded_for(_sum_blocks(partial, 1, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C),
+                                         dgamma), mask=col_live)
+
+
 @triton.jit(do_not_specialize=_SCALARS[:4])
 def backward_dx_kernel(x, dy, scale, shift, mean, invstd, weight, partial, dx, dgamma, dbeta, n, c, nblocks,
                        block_rows, T: tl.constexpr, BATCH_STATS: tl.constexpr, HAS_WEIGHT: tl.constexpr,
@@ -262,28 +272,30 @@ def backward_dx_kernel(x, dy, scale, shift, mean, invstd, weight, partial, dx, d
     blk = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_live = cols < c
-    sum_g = _sum_blocks(partial, 0, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C)
-    sum_gx = _sum_blocks(partial, 1, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C)
+    if blk == 0:
+        _store_parameter_grads(partial, dgamma, dbeta, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C)
     inv = tl.load(invstd + cols, mask=col_live, other=0.0)
     if HAS_WEIGHT:
         gamma = tl.load(weight + cols, mask=col_live, other=1.0).to(tl.float64)
     else:
         gamma = tl.full([BLOCK_C], 1.0, tl.float64)
-    if blk == 0:
-        tl.store(dgamma + cols, _rounded_for(sum_gx, dgamma), mask=col_live)
-        tl.store(dbeta + cols, _rounded_for(sum_g, dbeta), mask=col_live)
     a = gamma * inv
-    nf = n.to(tl.float64)
     k_g = a.to(T)[None, :]
-    k_x = (-a * inv * sum_gx / nf).to(T)[None, :]
-    k_0 = (-a * sum_g / nf).to(T)[None, :]
     s = tl.load(scale + cols, mask=col_live, other=0.0)[None, :]
     b = tl.load(shift + cols, mask=col_live, other=0.0)[None, :]
-    m = tl.load(mean + cols, mask=col_live, other=0.0).to(T)[None, :]
-    for r0 in range(0, block_rows, TILE_R):
-        at, live = _tile(blk, r0, block_rows, n, c, cols, col_live, TILE_R)
-        xv, g = _relu_grad(x, dy, at, live, s, b, T)
-        out = k_g * g.to(T)
-        if BATCH_STATS:
-            out = out + k_x * (xv - m) + k_0
-        tl.store(dx + at, _stored(out, dx), mask=live)
+    if BATCH_STATS:
+        sum_g = _sum_blocks(partial, 0, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C)
+        sum_gx = _sum_blocks(partial, 1, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C)
+        nf = n.to(tl.float64)
+        k_x = (-a * inv * sum_gx / nf).to(T)[None, :]
+        k_0 = (-a * sum_g / nf).to(T)[None, :]
+        m = tl.load(mean + cols, mask=col_live, other=0.0).to(T)[None, :]
+        for r0 in range(0, block_rows, TILE_R):
+            at, live = _tile(blk, r0, block_rows, n, c, cols, col_live, TILE_R)
+            xv, g = _relu_grad(x, dy, at, live, s, b, T)
+            tl.store(dx + at, _stored(k_g * g.to(T) + k_x * (xv - m) + k_0, dx), mask=live)
+    else:
+        for r0 in range(0, block_rows, TILE_R):
+            at, live = _tile(blk, r0, block_rows, n, c, cols, col_live, TILE_R)
+            xv, g = _relu_grad(x, dy, at, live, s, b, T)
+            tl.store(dx + at, _stored(k_g * g.to(T), dx), mask=live)
