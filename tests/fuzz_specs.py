@@ -732,7 +732,8 @@ def ref_batch_norm_relu_backward(grad, input, mean, invstd, weight, scale, shift
     n = x.shape[0]
     dx = a * (g - dbeta / n - xhat * dgamma / n) if batch_stats else a * g
     scale_dx = a.abs() * (g.abs() + g.abs().sum(0) / max(n, 1) + xhat.abs() * (g * xhat).abs().sum(0) / max(n, 1))
-    channels = torch.promote_types(input.dtype, weight.dtype) if ACCELERATOR_PATH and weight is not None else input.dtype
+    wider = ACCELERATOR_PATH and weight is not None
+    channels = torch.promote_types(input.dtype, weight.dtype) if wider else input.dtype
     return (Bounded(dx.to(input.dtype), scale_dx), Bounded(dgamma.to(channels), (g * xhat).abs().sum(0)),
             Bounded(dbeta.to(channels), g.abs().sum(0)))
 

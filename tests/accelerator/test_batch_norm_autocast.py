@@ -27,8 +27,8 @@ for name in ("forward", "backward"):
 
 def run(fused):
     torch.manual_seed(0)
-    net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(4, 16, 3, bias=False, indice_key="a"), nn.BatchNorm1d(16), nn.ReLU(),
-                                     mx_sparse.SubMConv3d(16, 16, 3, bias=False, indice_key="a"), nn.BatchNorm1d(16), nn.ReLU())
+    conv = lambda cin: mx_sparse.SubMConv3d(cin, 16, 3, bias=False, indice_key="a")
+    net = mx_sparse.SparseSequential(conv(4), nn.BatchNorm1d(16), nn.ReLU(), conv(16), nn.BatchNorm1d(16), nn.ReLU())
     g = torch.Generator().manual_seed(1)
     idx = torch.unique(torch.randint(0, 12, (400, 3), generator=g), dim=0)
     idx = torch.cat([torch.zeros(len(idx), 1, dtype=idx.dtype), idx], 1).int()

@@ -57,7 +57,8 @@ def channel(c, dtype, lo, hi, seed):
 
 def same_bits(a, b, what):
     a, b = a.cpu(), b.cpu()
-    assert a.dtype == b.dtype and a.shape == b.shape, f"{what}: {a.dtype} {tuple(a.shape)} vs {b.dtype} {tuple(b.shape)}"
+    assert a.dtype == b.dtype and a.shape == b.shape, \
+        f"{what}: {a.dtype} {tuple(a.shape)} vs {b.dtype} {tuple(b.shape)}"
     nan = a.isnan()
     assert torch.equal(nan, b.isnan()), f"{what}: NaN positions differ"
     assert torch.equal(a[~nan], b[~nan]), f"{what}: {(a[~nan] != b[~nan]).sum().item()} values differ"

@@ -25,7 +25,8 @@ def test_forward_recompute_backward_match_cpu(dtype, batch_stats):
 
 
 def test_several_channel_programs_and_one_row():
-    compare_with_cpu(TRITON_BN, forward_case(300, 70, torch.float32, True, True, True, seed=2), TOLERANCE[torch.float32])
+    compare_with_cpu(TRITON_BN, forward_case(300, 70, torch.float32, True, True, True, seed=2),
+                     TOLERANCE[torch.float32])
     compare_with_cpu(TRITON_BN, forward_case(1, 5, torch.float64, True, True, True, seed=4), TOLERANCE[torch.float64])
 
 
