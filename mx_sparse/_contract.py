@@ -213,19 +213,22 @@ def unpack_map_mask(spare_row: int, mismatch_block: int, m: int, kvol: int) -> N
     _cc.unpack_map_mask(int(spare_row), int(mismatch_block), int(m), int(kvol))
 
 
-def batch_norm_relu_forward_operands(input, weight, bias, running_mean, running_var, batch_stats: bool) -> None:
-    """batch_norm_relu_forward's arguments (batch_norm_relu_args.h), all before anything is written."""
-    _cc.batch_norm_relu_forward_operands(input, weight, bias, running_mean, running_var, bool(batch_stats))
+def batch_norm_relu_forward_operands(input, weight, bias, running_mean, running_var, batch_stats: bool,
+                                     half_ok: bool = False) -> None:
+    """batch_norm_relu_forward's arguments (batch_norm_relu_args.h), all before anything is written;
+    ``half_ok``: float16 accepted (the accelerators' kernels take autocast's activations)."""
+    _cc.batch_norm_relu_forward_operands(input, weight, bias, running_mean, running_var, bool(batch_stats),
+                                         bool(half_ok))
 
 
-def scale_shift_relu_operands(input, scale, shift) -> None:
+def scale_shift_relu_operands(input, scale, shift, half_ok: bool = False) -> None:
     """scale_shift_relu's arguments (batch_norm_relu_args.h)."""
-    _cc.scale_shift_relu_operands(input, scale, shift)
+    _cc.scale_shift_relu_operands(input, scale, shift, bool(half_ok))
 
 
-def batch_norm_relu_backward_operands(grad, input, mean, invstd, weight, scale, shift) -> None:
+def batch_norm_relu_backward_operands(grad, input, mean, invstd, weight, scale, shift, half_ok: bool = False) -> None:
     """batch_norm_relu_backward's arguments (batch_norm_relu_args.h)."""
-    _cc.batch_norm_relu_backward_operands(grad, input, mean, invstd, weight, scale, shift)
+    _cc.batch_norm_relu_backward_operands(grad, input, mean, invstd, weight, scale, shift, bool(half_ok))
 
 
 @_constant_under_compile

@@ -122,7 +122,7 @@ def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups, symmetri
 def _batch_norm_relu_forward_fake(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
     c = input.shape[1]
     stats = [input.new_empty((c,), dtype=torch.float64) for _ in range(2)]
-    held = torch.float64 if input.dtype == torch.float64 else torch.float32  # bfloat16 computes in float32
+    held = torch.float64 if input.dtype == torch.float64 else torch.float32  # (b)float16 computes in float32
     return (torch.empty_like(input), *stats, input.new_empty((c,), dtype=held), input.new_empty((c,), dtype=held))
 
 
@@ -134,7 +134,9 @@ def _scale_shift_relu_fake(input, scale, shift):
 @_register_fake("batch_norm_relu_backward")
 def _batch_norm_relu_backward_fake(grad, input, mean, invstd, weight, scale, shift, batch_stats):
     c = input.shape[1]
-    return torch.empty_like(input), input.new_empty((c,)), input.new_empty((c,))
+    # the wider of the features' and the weight's dtype: float32 master weights under autocast
+    channels = input.dtype if weight is None else torch.promote_types(input.dtype, weight.dtype)
+    return torch.empty_like(input), input.new_empty((c,), dtype=channels), input.new_empty((c,), dtype=channels)
 
 
 def pool_offset_dtype(kvol):

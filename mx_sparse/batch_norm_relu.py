@@ -6,9 +6,11 @@ next convolution). Here the backward needs only ``x`` (it recomputes the ReLU
 mask), and ``y`` has a *recipe* (``x``, per-channel scale and shift; ``recipe_of``): a
 sparse convolution taking ``y`` saves the recipe instead (saved_tensors.py) and
 recomputes ``y`` in its own backward (one elementwise pass). ``SparseSequential`` uses this
-for every ``BatchNorm1d, ReLU`` pair of plain torch modules on CPU and CUDA features
-(float32, float64, and bfloat16 computed in float32), and ``mx_sparse.bn_relu`` offers it to
-hand-written blocks (``SparseSequential.fuse_bn_relu = False`` turns both off).
+for every ``BatchNorm1d, ReLU`` pair of plain torch modules on CPU, CUDA and NPU features
+(float32, float64, and bfloat16 computed in float32; on CUDA and NPU also float16, and under
+autocast float16 / bfloat16 features with float32 parameters: statistics in float32 or better,
+y in the features' dtype, the parameters' gradients in theirs), and ``mx_sparse.bn_relu``
+offers it to hand-written blocks (``SparseSequential.fuse_bn_relu = False`` turns both off).
 
 Same results as the two modules up to float rounding, running statistics
 included (momentum, ``momentum=None``, unbiased running variance, eval mode).
@@ -27,7 +29,8 @@ from .compile_support import is_compiling
 # entry goes with its tensor). Not an attribute of the tensor: attributes travel with it into
 # pickles and torch.save files, which torch.load(weights_only=True) then rejects.
 _RECIPES = WeakIdKeyDictionary()
-_FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
+_FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16)          # the C++ CPU kernels
+_ACCELERATOR_DTYPES = _FUSED_DTYPES + (torch.float16,)                 # CUDA, NPU
 
 
 @dataclass
@@ -51,10 +54,27 @@ def _has_fused_kernels(device_type: str) -> bool:
                for op in ("batch_norm_relu_forward", "scale_shift_relu", "batch_norm_relu_backward"))
 
 
+@functools.lru_cache(maxsize=None)
+def _takes_mixed_dtypes(device_type: str) -> bool:
+    """The accelerator implementations (CUDA, NPU) take float16 features too, and parameters of
+    another dtype than the features (autocast: float16 / bfloat16 activations, float32 parameters);
+    the C++ CPU kernels take float32, float64 and bfloat16 features with parameters of their dtype."""
+    from ._accelerator import registration
+    return registration.orchestration_serves(device_type)
+
+
+def _dtypes_fit(features: torch.Tensor, tensors) -> bool:
+    if _takes_mixed_dtypes(features.device.type):
+        return features.dtype in _ACCELERATOR_DTYPES and all(t is None or t.dtype in _ACCELERATOR_DTYPES
+                                                            for t in tensors)
+    return features.dtype in _FUSED_DTYPES and all(t is None or t.dtype == features.dtype for t in tensors)
+
+
 def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
     """Plain ``BatchNorm1d`` then plain ``ReLU`` (no hooks), on features of a device with the
-    fused kernels (CPU, CUDA) whose dtype the parameters share, with at least one voxel; not while
-    compiling (the recipe registry is eager-only; the compiled graph fuses BatchNorm and ReLU itself)."""
+    fused kernels (CPU, CUDA, NPU) in a dtype they take (``_dtypes_fit``: under autocast on an
+    accelerator too), with at least one voxel; not while compiling (the recipe registry is
+    eager-only; the compiled graph fuses BatchNorm and ReLU itself)."""
     if is_compiling():
         return False
     if type(bn) is not nn.BatchNorm1d or type(relu) is not nn.ReLU:
@@ -63,13 +83,12 @@ def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
         return False
     if nn.modules.module._global_forward_hooks or nn.modules.module._global_forward_pre_hooks:
         return False
-    if features.dtype not in _FUSED_DTYPES or not _has_fused_kernels(features.device.type):
+    if features.dim() != 2 or features.shape[0] == 0 or not _has_fused_kernels(features.device.type):
         return False
     # the dicts directly: nn.Module.__getattr__ per tensor costs more than the fused kernel saves
     # on a small batch
     tensors = list(bn._parameters.values()) + [bn._buffers.get("running_mean"), bn._buffers.get("running_var")]
-    return (features.dim() == 2 and features.shape[0] > 0
-            and all(t is None or t.dtype == features.dtype for t in tensors))
+    return _dtypes_fit(features, tensors)
 
 
 def batch_norm_relu(x: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:

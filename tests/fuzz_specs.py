@@ -27,7 +27,13 @@ INT64_MAX = 2 ** 63 - 1
 MAX_SPATIAL_DIMS = 4
 MAX_KERNEL_VOLUME = 2 ** 20   # kernels/contract/op_args.h
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-FEATURE_DTYPES_BN = (torch.float32, torch.float64, torch.bfloat16)
+# The fused BatchNorm's feature dtypes: the CPU kernels take float32, float64 and bfloat16; the
+# accelerators' (CUDA, NPU; these ops on CPU tensors under MXS_CUDA_ON_CPU / MXS_NPU_ON_CPU) float16
+# too (autocast's activations), and return dgamma, dbeta in the wider of the features' and the
+# weight's dtype (the CPU kernels: the features').
+ACCELERATOR_PATH = any(os.environ.get(k, "0").strip().lower() not in ("", "0", "false", "off", "no")
+                       for k in ("MXS_CUDA_ON_CPU", "MXS_NPU_ON_CPU"))
+FEATURE_DTYPES_BN = (torch.float32, torch.float64, torch.bfloat16) + ((torch.float16,) if ACCELERATOR_PATH else ())
 ROWS_PER_BLOCK = 1024         # pack_map's format
 
 
@@ -726,8 +732,10 @@ def ref_batch_norm_relu_backward(grad, input, mean, invstd, weight, scale, shift
     n = x.shape[0]
     dx = a * (g - dbeta / n - xhat * dgamma / n) if batch_stats else a * g
     scale_dx = a.abs() * (g.abs() + g.abs().sum(0) / max(n, 1) + xhat.abs() * (g * xhat).abs().sum(0) / max(n, 1))
-    return (Bounded(dx.to(input.dtype), scale_dx), Bounded(dgamma.to(input.dtype), (g * xhat).abs().sum(0)),
-            Bounded(dbeta.to(input.dtype), g.abs().sum(0)))
+    wider = ACCELERATOR_PATH and weight is not None
+    channels = torch.promote_types(input.dtype, weight.dtype) if wider else input.dtype
+    return (Bounded(dx.to(input.dtype), scale_dx), Bounded(dgamma.to(channels), (g * xhat).abs().sum(0)),
+            Bounded(dbeta.to(channels), g.abs().sum(0)))
 
 
 # ---------------------------------------------------------------- voxelize_hard / voxelize_dynamic

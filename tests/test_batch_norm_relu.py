@@ -230,7 +230,14 @@ def test_what_is_fused():
     assert can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x)
     assert not can_fuse(nn.BatchNorm1d(3), nn.LeakyReLU(), x)
     assert not can_fuse(nn.SyncBatchNorm(3), nn.ReLU(), x)
-    assert not can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x.half())
+    # float16 features, and autocast's bfloat16 features with float32 parameters: fused where the
+    # accelerator orchestration serves the tensors (MXS_CUDA_ON_CPU / MXS_NPU_ON_CPU here), not by
+    # the C++ CPU kernels
+    from mx_sparse._accelerator import registration
+    accelerated = registration.orchestration_serves("cpu")
+    assert can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x.half()) == accelerated
+    assert can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x.bfloat16()) == accelerated
+    assert can_fuse(nn.BatchNorm1d(3).bfloat16(), nn.ReLU(), x.bfloat16())
     assert not can_fuse(nn.BatchNorm1d(3), nn.ReLU(), x[:0])
     hooked = nn.BatchNorm1d(3)
     hooked.register_forward_hook(lambda *a: None)

@@ -340,12 +340,19 @@ def test_transpose_map_errors_come_from_the_contract():
         "most once"
 
 
+BN_DTYPES = "float32, float64, bfloat16 or (CUDA, NPU) float16"
+
+
 def test_batch_norm_relu_errors_come_from_the_contract():
     x, c3, c2 = torch.randn(4, 3), torch.ones(3), torch.ones(2)
+    # float16 (autocast's activations): the accelerators' kernels take it, the CPU kernels refuse it
+    with pytest.raises(ValueError, match=r"^input: expected .*\(CUDA, NPU\) float16, got Half$"):
+        ops.batch_norm_relu_forward(x.half(), None, None, None, None, True, 0.1, 1e-5)
+    ACCELERATOR["batch_norm_relu_forward"](x.half(), None, None, None, None, True, 0.1, 1e-5)
     forward = [((x.view(2, 2, 3), None, None, None, None, True), "input: expected a [N, C] tensor, got 3 dimensions"),
-               ((x.half(), None, None, None, None, True), "input: expected float32, float64 or bfloat16, got Half"),
+               ((x.int(), None, None, None, None, True), "input: expected " + BN_DTYPES + ", got Int"),
                ((x, c2, None, None, None, True), "weight: expected [3] (one per channel), got [2]"),
-               ((x, None, None, c3.half(), c3, True), "running_mean: expected float32, float64 or bfloat16, got Half"),
+               ((x, None, None, c3.int(), c3, True), "running_mean: expected " + BN_DTYPES + ", got Int"),
                ((x[:0], None, None, None, None, True), "input: expected at least one row to take statistics over, "
                                                         "got 0"),
                ((x, None, None, c3, None, False), "running_mean, running_var: expected both when batch_stats is "
@@ -355,7 +362,7 @@ def test_batch_norm_relu_errors_come_from_the_contract():
     assert cpu_and_accelerator_error("scale_shift_relu", x, c2, c3) == "scale: expected [3] (one per channel), got [2]"
     mean = c3.double()
     backward = [((x[:2], x, mean, mean, None, c3, c3), "grad: expected the shape of input [4, 3], got [2, 3]"),
-                ((x, x, mean.half(), mean, None, c3, c3), "mean: expected float32, float64 or bfloat16, got Half"),
+                ((x, x, mean.int(), mean, None, c3, c3), "mean: expected " + BN_DTYPES + ", got Int"),
                 ((x, x, mean, mean, None, c3, c2), "shift: expected [3] (one per channel), got [2]")]
     for args, expected in backward:
         assert cpu_and_accelerator_error("batch_norm_relu_backward", *args, True) == expected

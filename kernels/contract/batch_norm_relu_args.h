@@ -13,22 +13,29 @@
 
 namespace mxs {
 
-// The dtypes the kernels store features and per-channel vectors in (float16 is not one).
-inline bool is_batch_norm_dtype(at::ScalarType t) { return t == at::kFloat || t == at::kDouble || t == at::kBFloat16; }
+// The dtypes the kernels store features and per-channel vectors in. float16 only where `half_ok`:
+// the accelerators' kernels take autocast's float16 activations, the CPU kernels do not (a
+// capability of the device, so the one refusal the paths do not share).
+inline bool is_batch_norm_dtype(at::ScalarType t, bool half_ok) {
+  return t == at::kFloat || t == at::kDouble || t == at::kBFloat16 || (half_ok && t == at::kHalf);
+}
+// One message on every path (the same bad input, the same error), naming where float16 is taken.
+constexpr const char* kBatchNormDtypes = "float32, float64, bfloat16 or (CUDA, NPU) float16";
 
-inline void check_batch_norm_features(const at::Tensor& x, const char* name) {
+inline void check_batch_norm_features(const at::Tensor& x, const char* name, bool half_ok) {
   TORCH_CHECK_VALUE(x.dim() == 2, name, ": expected a [N, C] tensor, got ", x.dim(), " dimensions");
-  TORCH_CHECK_VALUE(is_batch_norm_dtype(x.scalar_type()), name, ": expected float32, float64 or bfloat16, got ",
-                    x.scalar_type());
+  TORCH_CHECK_VALUE(is_batch_norm_dtype(x.scalar_type(), half_ok), name, ": expected ", kBatchNormDtypes,
+                    ", got ", x.scalar_type());
 }
 
 // A per-channel vector [c]; with `any_dtype` its dtype is not checked (scale_shift_relu converts it).
-inline void check_batch_norm_channel(const at::Tensor* t, int64_t c, const char* name, bool any_dtype = false) {
+inline void check_batch_norm_channel(const at::Tensor* t, int64_t c, const char* name, bool half_ok,
+                                     bool any_dtype = false) {
   if (t == nullptr || !t->defined()) return;  // an absent optional argument
   TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == c, name, ": expected [", c, "] (one per channel), got ",
                     t->sizes());
-  TORCH_CHECK_VALUE(any_dtype || is_batch_norm_dtype(t->scalar_type()), name,
-                    ": expected float32, float64 or bfloat16, got ", t->scalar_type());
+  TORCH_CHECK_VALUE(any_dtype || is_batch_norm_dtype(t->scalar_type(), half_ok), name, ": expected ",
+                    kBatchNormDtypes, ", got ", t->scalar_type());
 }
 
 inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) { return t.has_value() ? &*t : nullptr; }
@@ -37,16 +44,17 @@ inline const at::Tensor* optional_ptr(const std::optional<at::Tensor>& t) { retu
 inline void check_batch_norm_relu_forward_args(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                                                const std::optional<at::Tensor>& bias,
                                                const std::optional<at::Tensor>& running_mean,
-                                               const std::optional<at::Tensor>& running_var, bool batch_stats) {
-  check_batch_norm_features(input, "input");
+                                               const std::optional<at::Tensor>& running_var, bool batch_stats,
+                                               bool half_ok = false) {
+  check_batch_norm_features(input, "input", half_ok);
   check_same_device("input", input, {{"weight", optional_ptr(weight)}, {"bias", optional_ptr(bias)},
                                      {"running_mean", optional_ptr(running_mean)},
                                      {"running_var", optional_ptr(running_var)}});
   const int64_t c = input.size(1);
-  check_batch_norm_channel(optional_ptr(running_mean), c, "running_mean");
-  check_batch_norm_channel(optional_ptr(running_var), c, "running_var");
-  check_batch_norm_channel(optional_ptr(weight), c, "weight");
-  check_batch_norm_channel(optional_ptr(bias), c, "bias");
+  check_batch_norm_channel(optional_ptr(running_mean), c, "running_mean", half_ok);
+  check_batch_norm_channel(optional_ptr(running_var), c, "running_var", half_ok);
+  check_batch_norm_channel(optional_ptr(weight), c, "weight", half_ok);
+  check_batch_norm_channel(optional_ptr(bias), c, "bias", half_ok);
   TORCH_CHECK_VALUE(!batch_stats || input.size(0) > 0,
                     "input: expected at least one row to take statistics over, got 0");
   TORCH_CHECK_VALUE(batch_stats || (running_mean.has_value() && running_var.has_value()),
@@ -55,29 +63,30 @@ inline void check_batch_norm_relu_forward_args(const at::Tensor& input, const st
 }
 
 // scale_shift_relu(input [N, C], scale [C], shift [C]).
-inline void check_scale_shift_relu_args(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift) {
-  check_batch_norm_features(input, "input");
+inline void check_scale_shift_relu_args(const at::Tensor& input, const at::Tensor& scale, const at::Tensor& shift,
+                                        bool half_ok = false) {
+  check_batch_norm_features(input, "input", half_ok);
   check_same_device("input", input, {{"scale", &scale}, {"shift", &shift}});
-  check_batch_norm_channel(&scale, input.size(1), "scale", true);
-  check_batch_norm_channel(&shift, input.size(1), "shift", true);
+  check_batch_norm_channel(&scale, input.size(1), "scale", half_ok, true);
+  check_batch_norm_channel(&shift, input.size(1), "shift", half_ok, true);
 }
 
 // batch_norm_relu_backward(grad [N, C], input [N, C], mean, invstd, weight (or absent), scale, shift [C]).
 inline void check_batch_norm_relu_backward_args(const at::Tensor& grad, const at::Tensor& input,
                                                 const at::Tensor& mean, const at::Tensor& invstd,
                                                 const std::optional<at::Tensor>& weight, const at::Tensor& scale,
-                                                const at::Tensor& shift) {
-  check_batch_norm_features(input, "input");
+                                                const at::Tensor& shift, bool half_ok = false) {
+  check_batch_norm_features(input, "input", half_ok);
   check_same_device("input", input, {{"grad", &grad}, {"mean", &mean}, {"invstd", &invstd},
                                      {"weight", optional_ptr(weight)}, {"scale", &scale}, {"shift", &shift}});
   TORCH_CHECK_VALUE(grad.sizes() == input.sizes(), "grad: expected the shape of input ", input.sizes(), ", got ",
                     grad.sizes());
   const int64_t c = input.size(1);
-  check_batch_norm_channel(&mean, c, "mean");
-  check_batch_norm_channel(&invstd, c, "invstd");
-  check_batch_norm_channel(optional_ptr(weight), c, "weight");
-  check_batch_norm_channel(&scale, c, "scale");
-  check_batch_norm_channel(&shift, c, "shift");
+  check_batch_norm_channel(&mean, c, "mean", half_ok);
+  check_batch_norm_channel(&invstd, c, "invstd", half_ok);
+  check_batch_norm_channel(optional_ptr(weight), c, "weight", half_ok);
+  check_batch_norm_channel(&scale, c, "scale", half_ok);
+  check_batch_norm_channel(&shift, c, "shift", half_ok);
 }
 
 }  // namespace mxs

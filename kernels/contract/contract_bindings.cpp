@@ -165,11 +165,13 @@ void register_contract_functions(pybind11::module_& module) {
   m.def("unpack_map_mask", &check_unpack_map_mask, py::arg("spare_row"), py::arg("mismatch_block"), py::arg("m"),
         py::arg("kvol"));
   m.def("batch_norm_relu_forward_operands", &check_batch_norm_relu_forward_args, py::arg("input"),
-        py::arg("weight"), py::arg("bias"), py::arg("running_mean"), py::arg("running_var"), py::arg("batch_stats"));
+        py::arg("weight"), py::arg("bias"), py::arg("running_mean"), py::arg("running_var"), py::arg("batch_stats"),
+        py::arg("half_ok") = false);
   m.def("scale_shift_relu_operands", &check_scale_shift_relu_args, py::arg("input"), py::arg("scale"),
-        py::arg("shift"));
+        py::arg("shift"), py::arg("half_ok") = false);
   m.def("batch_norm_relu_backward_operands", &check_batch_norm_relu_backward_args, py::arg("grad"),
-        py::arg("input"), py::arg("mean"), py::arg("invstd"), py::arg("weight"), py::arg("scale"), py::arg("shift"));
+        py::arg("input"), py::arg("mean"), py::arg("invstd"), py::arg("weight"), py::arg("scale"), py::arg("shift"),
+        py::arg("half_ok") = false);
   m.def("transpose_map_operands", &check_transpose_map_args, py::arg("nbr"), py::arg("num_rows"));
   m.def("transpose_map_rows", &check_transpose_map_rows, py::arg("bad_row"), py::arg("m"), py::arg("num_rows"));
   m.def("transpose_map_named_twice", &raise_named_twice, py::arg("earlier"), py::arg("row"), py::arg("input_row"),

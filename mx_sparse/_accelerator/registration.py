@@ -8,9 +8,10 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   CompositeExplicitAutograd, i.e. for every device without a kernel of its own; the two Triton
   gathers and two Triton map primitives (mx_sparse._cuda: _conv_out_keys, _sorted_key_lookup) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
   C++ binding, kernels/ascend/binding/mx_sparse_npu.cpp).
-- The fused BatchNorm+ReLU's kernels: the Triton ones (mx_sparse._cuda.batch_norm_relu) for
-  CUDA tensors, chosen inside the orchestration by device type (batch_norm_relu.use_kernels);
-  every other device runs its torch-operator version.
+- The fused BatchNorm+ReLU's implementation, chosen inside the orchestration by device type
+  (batch_norm_relu.use_kernels): the Triton kernels (mx_sparse._cuda.batch_norm_relu) for CUDA
+  tensors; for NPU tensors (and every other device) a few torch operators
+  (batch_norm_operators.py: no AscendC BatchNorm kernel exists, each operator is one aclnn call).
 - ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration, the Triton gathers and the Triton
   BatchNorm kernels for the CPU key too (and voxelization's C++ torch-operator version),
   replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors run, the
@@ -26,7 +27,7 @@ import warnings
 
 import torch
 
-from . import batch_norm_relu, conv_map_at, conv_transpose_map, fallback, gather_mm, neighbor_map, packed_map, sparse_pool
+from . import batch_norm_operators, batch_norm_relu, conv_map_at, conv_transpose_map, fallback, gather_mm, neighbor_map, packed_map, sparse_pool
 
 ORCHESTRATION = {
     "build_subm_map": neighbor_map.build_subm_map,
@@ -76,6 +77,11 @@ def packs_maps(device_type: str) -> bool:
     key = _cpu_served_as[-1] if device_type == "cpu" and _cpu_served_as else _KEYS.get(device_type)
     return PACKS_MAPS.get(key, True)
 
+def orchestration_serves(device_type: str) -> bool:
+    """True where this package's orchestration serves ``device_type``'s tensors: CUDA, NPU, and the
+    CPU under MXS_CUDA_ON_CPU=1 or MXS_NPU_ON_CPU=1 (elsewhere the C++ CPU kernels)."""
+    return device_type != "cpu" or bool(_cpu_served_as)
+
 CUDA_ON_CPU_ENV = "MXS_CUDA_ON_CPU"
 NPU_ON_CPU_ENV = "MXS_NPU_ON_CPU"
 _libraries = []  # registrations last as long as their Library object
@@ -105,11 +111,13 @@ def _cuda_batch_norm_kernels():
     return cuda_batch_norm_relu
 
 
-def batch_norm_kernels(cuda_on_cpu: bool) -> dict:
-    """{device type: BatchNorm kernels} of this package's registrations (the rest: torch operators)."""
-    table = {"cuda": _cuda_batch_norm_kernels()}
+def batch_norm_kernels(cuda_on_cpu: bool, npu_on_cpu: bool = False) -> dict:
+    """{device type: fused BatchNorm+ReLU implementation} of this package's registrations."""
+    table = {"cuda": _cuda_batch_norm_kernels(), "npu": batch_norm_operators}
     if cuda_on_cpu:
         table["cpu"] = table["cuda"]
+    if npu_on_cpu:
+        table["cpu"] = table["npu"]
     return table
 
 
@@ -186,5 +194,5 @@ def register(npu_binding: bool = False) -> None:
             for name, fn in impls.items():
                 lib.impl(name, fn, key)
     _libraries.append(lib)
-    for device_type, kernels in batch_norm_kernels(cuda_on_cpu).items():
+    for device_type, kernels in batch_norm_kernels(cuda_on_cpu, npu_on_cpu).items():
         batch_norm_relu.use_kernels(device_type, kernels)

@@ -3,40 +3,42 @@ batch_norm_kernels.py for the three computations of the accelerator orchestratio
 (mx_sparse/_accelerator/batch_norm_relu.py, which checks the arguments first and picks these for
 CUDA tensors, and for CPU tensors under MXS_CUDA_ON_CPU=1).
 
-  coefficients      statistics (or the running ones), running blend, invstd, scale, shift:
-                    batch statistics 4 launches (row sums, mean, squared deviations,
-                    coefficients), running statistics 1
+  forward           statistics, running blend, invstd, scale, shift and y = relu(x * scale + shift):
+                    2 launches with batch statistics (moments, normalize), 1 with running ones
   scale_shift_relu  y = max(x * scale + shift, 0): 1 launch
-  backward          dx, dgamma, dbeta: 3 launches (sums, coefficients, dx)
+  backward          dx, dgamma, dbeta: 2 launches (sums, dx)
 
-No torch operator runs besides the allocations (and a conversion where an argument comes in a
-dtype other than the one the fused layer passes), no host read. The results are the CPU
-kernels' bits (see batch_norm_kernels.py for the one exception, the CPU's AVX-512 build).
+Features float32, float64, float16 or bfloat16 (autocast's activations) with per-channel
+parameters and running statistics of any of these dtypes (float32 master parameters under
+autocast). No torch operator runs besides the allocations (and a conversion where an argument
+comes in a dtype other than the one the fused layer passes), no host read. The results repeat
+bit for bit from run to run; they are not the CPU kernels' bits (batch_norm_kernels.py).
 """
+import functools
 import struct
 
 import torch
 
 from . import launch
 
-# The CPU kernels' row block (kRowBlock in kernels/cpu/batch_norm_relu_cpu.cpp): the reductions
-# sum blocks of this many rows separately and then the blocks in order, so must the kernels here.
-ROWS = 512
-# Rows (reductions) or blocks (block totals) loaded per unrolled step.
-UNROLL = 32
-# Channels per program of the reductions and the per-channel kernels (one warp each).
-REDUCE_C = 32
-REDUCE_WARPS = 1
-# Element-wise kernels: tiles of APPLY_ELEMENTS elements, BLOCK_C = the channels rounded up to a
-# power of two within these bounds.
-APPLY_C = (16, 128)
-APPLY_ELEMENTS = 2048
-APPLY_WARPS = 4
-# The GPU compiler would contract a * b + c into one rounding; the CPU kernels' portable build
-# does not (batch_norm_kernels.py).
-OPTIONS = {"enable_fp_fusion": False}
+# Rows of a block of the reductions: a multiple of the tile's rows, at most MAX_BLOCKS blocks
+# (each program of the second kernel of a pass combines every block's sums of its channels).
+MAX_BLOCKS = 128
+# and at least MIN_TILES tiles (a small input in a few blocks: less combining, fewer programs).
+MIN_TILES = 8
+# Elements per tile (TILE_R rows x BLOCK_C channels), BLOCK_C = the channels rounded up to a
+# power of two within BLOCK_C_RANGE; blocks of the tile sums combined CHUNK_B at a time.
+TILE_ELEMENTS = 1024
+BLOCK_C_RANGE = (16, 64)
+CHUNK_B = 16
+WARPS = 4
+# The interpreter (the test suite) rounds a * b + c twice; the GPU compiler would contract it.
+# maxnreg: ptxas otherwise spills a few bytes in some dx variants at ~50 registers (cubins.py).
+OPTIONS = {"enable_fp_fusion": False, "maxnreg": 128}
+FEATURE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
+@functools.lru_cache(maxsize=None)
 def _kernels():
     """The Triton kernel module, imported on first use (as launch.kernels does for the gathers)."""
     try:
@@ -47,32 +49,58 @@ def _kernels():
     return batch_norm_kernels
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+def compute_dtype(dtype):
+    """The dtype the kernels compute (and keep scale and shift) in for features of ``dtype``."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def _held(dtype):
-    """The dtype the kernels compute in for features of ``dtype`` (torch, triton)."""
+@functools.lru_cache(maxsize=None)
+def _triton_type(dtype):
     import triton.language as tl
-    return (torch.float64, tl.float64) if dtype == torch.float64 else (torch.float32, tl.float32)
+    return tl.float64 if dtype == torch.float64 else tl.float32
 
 
-def apply_block_c(c: int) -> int:
-    lo, hi = APPLY_C
+def block_c(c: int) -> int:
+    lo, hi = BLOCK_C_RANGE
     return min(hi, max(lo, 1 << max(0, c - 1).bit_length()))
 
 
-def _check_rows(n: int, name: str) -> None:
-    """Row counts travel as int32 scalars (the one compiled variant)."""
+@functools.lru_cache(maxsize=4096)
+def layout(n: int, c: int):
+    """(BLOCK_C, TILE_R, block_rows, nblocks, grid) for n rows of c channels: from n and c alone,
+    so the same shapes sum in the same order on every run."""
     if n >= 2**31:
-        raise ValueError(f"{name}: {n} rows exceed the CUDA kernels' int32 row count")
+        raise ValueError(f"input: {n} rows exceed the CUDA kernels' int32 row count")
+    width = block_c(c)
+    tile_r = TILE_ELEMENTS // width
+    tiles = -(-n // tile_r)
+    block_rows = max(MIN_TILES, -(-tiles // MAX_BLOCKS)) * tile_r
+    nblocks = max(1, -(-n // block_rows))   # one program row even without rows: it writes the per-channel outputs
+    return width, tile_r, block_rows, nblocks, (nblocks, -(-c // width))
 
 
+@functools.lru_cache(maxsize=64)
 def double_halves(value: float):
     """(hi, lo): the bits of a float64 as two int32 values (see batch_norm_kernels._double)."""
     bits = struct.unpack("<q", struct.pack("<d", float(value)))[0]
     lo = bits & 0xFFFFFFFF
     return bits >> 32, lo - (1 << 32) if lo >= 1 << 31 else lo
+
+
+def _wider(a, b):
+    """torch.promote_types of two floating dtypes, without a dispatcher call (traced as an operator)."""
+    if a == b:
+        return a
+    if a.itemsize != b.itemsize:
+        return a if a.itemsize > b.itemsize else b
+    return torch.float32     # float16 and bfloat16
+
+
+def _operand(t, dtype=None):
+    """``t`` (in ``dtype`` where given) contiguous and aligned, as the kernels read it."""
+    if dtype is not None and t.dtype != dtype:
+        t = t.to(dtype)
+    return launch.aligned(t)
 
 
 def _in_place_target(t):
@@ -82,95 +110,84 @@ def _in_place_target(t):
     return launch.aligned(t) if t.is_contiguous() else t.contiguous()
 
 
-def _launch(kernel_name, op, dtype, tile, grid, tensors, *args, warps, **constexprs):
+def _launch(kernel_name, op, dtype, tile, grid, tensors, *args, **constexprs):
     launch.run(getattr(_kernels(), kernel_name), op, launch.operand_type(dtype), tile, grid, tensors, *args,
-               num_warps=warps, num_stages=1, **OPTIONS, **constexprs)
+               num_warps=WARPS, num_stages=1, **OPTIONS, **constexprs)
 
 
-def _reduce_grid(n, c):
-    return (_cdiv(n, ROWS), _cdiv(c, REDUCE_C))
-
-
-def _reduce(kernel_name, op, x, tensors, n, c, T):
-    _launch(kernel_name, op, x.dtype, f"r{ROWS}c{REDUCE_C}", _reduce_grid(n, c), tensors, n, c,
-            warps=REDUCE_WARPS, T=T, ROWS=ROWS, UNROLL=UNROLL, BLOCK_C=REDUCE_C)
-
-
-def coefficients(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
-    """(mean, invstd, scale, shift) as the CPU's batch_norm_relu_forward returns them, the running
+def forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
+    """(y, mean, invstd, scale, shift) as batch_norm_relu_forward returns them, the running
     statistics blended in place (batch statistics, where given)."""
     x = launch.aligned(input)
     n, c = x.shape
-    _check_rows(n, "input")
-    held, T = _held(x.dtype)
+    width, tile_r, block_rows, nblocks, grid = layout(n, c)
+    held = compute_dtype(x.dtype)
     dev = x.device
+    y = torch.empty_like(x)
     mean = torch.empty((c,), dtype=torch.float64, device=dev)
     invstd = torch.empty((c,), dtype=torch.float64, device=dev)
     scale = torch.empty((c,), dtype=held, device=dev)
     shift = torch.empty((c,), dtype=held, device=dev)
     targets = [_in_place_target(t) for t in (running_mean, running_var)]
     params = [None if t is None else launch.aligned(t) for t in (weight, bias)]
-    nblocks = _cdiv(n, ROWS)
-    partial = torch.empty((nblocks, c) if batch_stats else (0,), dtype=torch.float64, device=dev)
+    tile = f"c{width}"
     if batch_stats:
-        _reduce("row_sums_kernel", "bn_row_sums", x, (x, partial), n, c, T)
-        _launch("mean_kernel", "bn_mean", x.dtype, f"c{REDUCE_C}", (_cdiv(c, REDUCE_C),), (partial, mean),
-                n, c, nblocks, warps=REDUCE_WARPS, UNROLL=UNROLL, BLOCK_C=REDUCE_C)
-        _reduce("squared_deviations_kernel", "bn_squared_deviations", x, (x, mean, partial), n, c, T)
-    present = {"HAS_WEIGHT": params[0] is not None, "HAS_BIAS": params[1] is not None,
-               "HAS_RUNNING_MEAN": targets[0] is not None, "HAS_RUNNING_VAR": targets[1] is not None}
+        partial = torch.empty((nblocks, 2, c), dtype=torch.float64, device=dev)
+        _launch("moments_kernel", "bn_moments", x.dtype, tile, grid, (x, partial), n, c, block_rows,
+                TILE_R=tile_r, BLOCK_C=width)
+    else:
+        partial = mean    # never read
     # an absent vector's pointer is never read (its flag is off): x stands in for it
     pointers = [x if t is None else t for t in params + targets]
-    _launch("coefficients_kernel", "bn_coefficients", x.dtype, f"c{REDUCE_C}", (_cdiv(c, REDUCE_C),),
-            (x, partial, mean, invstd, scale, shift, *pointers), n, c, nblocks,
-            *double_halves(momentum), *double_halves(eps), warps=REDUCE_WARPS, T=T, BATCH_STATS=bool(batch_stats),
-            UNROLL=UNROLL, BLOCK_C=REDUCE_C, **present)
-    for running, target in zip((running_mean, running_var), targets):
-        if batch_stats and target is not None and target is not running:
-            running.copy_(target)
-    return mean, invstd, scale, shift
+    _launch("normalize_relu_kernel", "bn_normalize_relu", x.dtype, tile, grid,
+            (x, partial, y, mean, invstd, scale, shift, *pointers), n, c, nblocks, block_rows,
+            *double_halves(momentum), *double_halves(eps), T=_triton_type(x.dtype), BATCH_STATS=bool(batch_stats),
+            HAS_WEIGHT=params[0] is not None, HAS_BIAS=params[1] is not None,
+            HAS_RUNNING_MEAN=targets[0] is not None, HAS_RUNNING_VAR=targets[1] is not None,
+            TILE_R=tile_r, CHUNK_B=CHUNK_B, BLOCK_C=width)
+    if batch_stats:
+        for running, target in zip((running_mean, running_var), targets):
+            if target is not None and target is not running:
+                running.copy_(target)
+    return y, mean, invstd, scale, shift
 
 
 def scale_shift_relu(input, scale, shift):
     """y = max(input * scale + shift, 0); scale and shift in the compute dtype."""
     x = launch.aligned(input)
     n, c = x.shape
-    _check_rows(n, "input")
-    held, T = _held(x.dtype)
-    s, b = launch.aligned(scale.to(held)), launch.aligned(shift.to(held))
+    width, tile_r, block_rows, _, grid = layout(n, c)
+    held = compute_dtype(x.dtype)
     y = torch.empty_like(x)
-    block_c = apply_block_c(c)
-    block_r = APPLY_ELEMENTS // block_c
-    _launch("scale_shift_relu_kernel", "bn_scale_shift_relu", x.dtype, f"c{block_c}",
-            (_cdiv(n, block_r), _cdiv(c, block_c)), (x, s, b, y), n, c, warps=APPLY_WARPS,
-            T=T, BLOCK_R=block_r, BLOCK_C=block_c)
+    _launch("scale_shift_relu_kernel", "bn_scale_shift_relu", x.dtype, f"c{width}", grid,
+            (x, _operand(scale, held), _operand(shift, held), y), n, c, block_rows,
+            T=_triton_type(x.dtype), TILE_R=tile_r, BLOCK_C=width)
     return y
 
 
 def backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
-    """(dx, dgamma, dbeta) as the CPU's batch_norm_relu_backward computes them."""
+    """(dx, dgamma, dbeta); dgamma and dbeta in the wider of the features' and the weight's dtype
+    (float32 for float32 master weights under autocast; the CPU kernels' features dtype otherwise)."""
     x = launch.aligned(input)
     n, c = x.shape
-    _check_rows(n, "input")
-    held, T = _held(x.dtype)
+    width, tile_r, block_rows, nblocks, grid = layout(n, c)
+    held = compute_dtype(x.dtype)
     dev = x.device
-    dy = launch.aligned(grad.to(x.dtype))
-    m, inv = launch.aligned(mean.to(torch.float64)), launch.aligned(invstd.to(torch.float64))
-    s, b = launch.aligned(scale.to(held)), launch.aligned(shift.to(held))
+    dy = _operand(grad, x.dtype)
+    m, inv = _operand(mean, torch.float64), _operand(invstd, torch.float64)
+    s, b = _operand(scale, held), _operand(shift, held)
     gamma = None if weight is None else launch.aligned(weight)
-    nblocks = _cdiv(n, ROWS)
+    channel_dtype = x.dtype if weight is None else _wider(x.dtype, weight.dtype)
     partial = torch.empty((nblocks, 2, c), dtype=torch.float64, device=dev)
-    k = torch.empty((3, c), dtype=held, device=dev)
-    dgamma = torch.empty((c,), dtype=x.dtype, device=dev)
-    dbeta = torch.empty((c,), dtype=x.dtype, device=dev)
+    dgamma = torch.empty((c,), dtype=channel_dtype, device=dev)
+    dbeta = torch.empty((c,), dtype=channel_dtype, device=dev)
     dx = torch.empty_like(x)
-    _reduce("backward_sums_kernel", "bn_backward_sums", x, (x, dy, s, b, m, inv, partial), n, c, T)
-    _launch("backward_coefficients_kernel", "bn_backward_coefficients", x.dtype, f"c{REDUCE_C}",
-            (_cdiv(c, REDUCE_C),), (partial, inv, x if gamma is None else gamma, k, dgamma, dbeta), n, c, nblocks,
-            warps=REDUCE_WARPS, T=T, BATCH_STATS=bool(batch_stats), HAS_WEIGHT=gamma is not None,
-            UNROLL=UNROLL, BLOCK_C=REDUCE_C)
-    block_c = apply_block_c(c)
-    block_r = APPLY_ELEMENTS // block_c
-    _launch("backward_dx_kernel", "bn_backward_dx", x.dtype, f"c{block_c}", (_cdiv(n, block_r), _cdiv(c, block_c)),
-            (x, dy, s, b, m, k, dx), n, c, warps=APPLY_WARPS, T=T, BLOCK_R=block_r, BLOCK_C=block_c)
+    T = _triton_type(x.dtype)
+    tile = f"c{width}"
+    _launch("backward_sums_kernel", "bn_backward_sums", x.dtype, tile, grid, (x, dy, s, b, m, inv, partial), n, c,
+            block_rows, T=T, TILE_R=tile_r, BLOCK_C=width)
+    _launch("backward_dx_kernel", "bn_backward_dx", x.dtype, tile, grid,
+            (x, dy, s, b, m, inv, x if gamma is None else gamma, partial, dx, dgamma, dbeta), n, c, nblocks,
+            block_rows, T=T, BATCH_STATS=bool(batch_stats), HAS_WEIGHT=gamma is not None, TILE_R=tile_r,
+            CHUNK_B=CHUNK_B, BLOCK_C=width)
     return dx, dgamma, dbeta

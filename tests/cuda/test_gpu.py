@@ -62,12 +62,28 @@ def test_bitwise_reproducible_run_to_run(dtype):
 @pytest.mark.parametrize("n,c,batch_stats", [(70000, 64, True), (3000, 19, False), (1, 5, True)])
 def test_batch_norm_relu_kernels_match_cpu_kernels(n, c, batch_stats, dtype):
     """The fused BatchNorm+ReLU's Triton kernels (forward, running blend, recompute, backward)
-    against the C++ CPU kernels: bit for bit where the CPU runs its portable row loops, float64
-    always; else within tolerance (bn_cases.same_bits)."""
-    from bn_cases import compare_forward_and_backward, forward_case
+    against the C++ CPU kernels within bn_cases.TOLERANCE, and bit for bit from run to run."""
+    from bn_cases import TOLERANCE, TRITON_BN, compare_with_cpu, forward_case, run_all, same_bits
     args = forward_case(n, c, dtype, batch_stats, True, True, seed=n, device="cuda")
     args[0][n // 2, 0] = float("nan")
-    compare_forward_and_backward(args)
+    compare_with_cpu(TRITON_BN, args, TOLERANCE[dtype])
+    first, again = run_all(TRITON_BN, args), run_all(TRITON_BN, args)
+    for name in first:
+        same_bits(again[name], first[name], name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_batch_norm_relu_under_autocast_dtypes(dtype):
+    """float16 / bfloat16 features with float32 parameters against the float64 reference."""
+    from bn_cases import TRITON_BN, features, float64_reference, forward_case, relative_error, run_all
+    args = forward_case(70000, 64, dtype, True, True, True, seed=3, channel_dtype=torch.float32, device="cuda")
+    out = run_all(TRITON_BN, args)
+    y, mean, var, dx, dgamma, dbeta = float64_reference([a.cpu() if isinstance(a, torch.Tensor) else a
+                                                         for a in args], features(70000, 64, dtype, 9))
+    assert relative_error(out["mean"], mean, "mean") <= 1e-12
+    rounding = 2.0 ** -10 if dtype == torch.float16 else 2.0 ** -7
+    assert relative_error(out["y"], y, "y", check_dtype=False) <= rounding
+    assert relative_error(out["dgamma"], dgamma, "dgamma", check_dtype=False) <= 1e-5
 
 
 def test_network_step_matches_cpu_and_repeats_bitwise():

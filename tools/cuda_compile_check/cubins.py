@@ -81,65 +81,60 @@ def configurations():
     yield from map_configurations()
 
 
-# The fused BatchNorm+ReLU's kernels: compiled without multiply-add contraction (the CPU kernels'
-# bits), which ``problems`` checks in their PTX.
-BATCH_NORM_KERNELS = ("mean_kernel", "row_sums_kernel", "squared_deviations_kernel", "backward_sums_kernel",
-                      "coefficients_kernel", "backward_coefficients_kernel", "scale_shift_relu_kernel",
+# The fused BatchNorm+ReLU's kernels: compiled without multiply-add contraction (the arithmetic
+# the interpreter runs in the test suite), which ``problems`` checks in their PTX.
+BATCH_NORM_KERNELS = ("moments_kernel", "normalize_relu_kernel", "scale_shift_relu_kernel", "backward_sums_kernel",
                       "backward_dx_kernel")
 
 
 def batch_norm_configurations():
     """The fused BatchNorm+ReLU's kernels (batch_norm_kernels.py) as batch_norm_relu.py launches
-    them for the fused layer: per-channel parameters and running statistics in the features' dtype,
-    each element-wise tile width, the coefficient kernels with batch and with running statistics
-    (every parameter present: the other flag combinations leave code out)."""
+    them for the fused layer: features float32, float64, bfloat16 and float16 with per-channel
+    parameters and running statistics in the features' dtype, and (autocast) float16 / bfloat16
+    features with float32 ones; each tile width; the normalize and dx kernels with batch and with
+    running statistics (every parameter present: the other flag combinations leave code out)."""
     import triton.language as tl
     from mx_sparse._cuda import batch_norm_relu as bn
     f64 = "*fp64"
-    reduce_options = {"num_warps": bn.REDUCE_WARPS, "num_stages": 1, **bn.OPTIONS}
-    apply_options = {"num_warps": bn.APPLY_WARPS, "num_stages": 1, **bn.OPTIONS}
+    options = {"num_warps": bn.WARPS, "num_stages": 1, **bn.OPTIONS}
     ints = {"n": "i32", "c": "i32"}
-    reduce = {"ROWS": bn.ROWS, "UNROLL": bn.UNROLL, "BLOCK_C": bn.REDUCE_C}
-    per_channel = {"UNROLL": bn.UNROLL, "BLOCK_C": bn.REDUCE_C}
-    widths = sorted({bn.apply_block_c(c) for c in range(1, bn.APPLY_C[1] + 1)})
+    widths = sorted({bn.block_c(c) for c in range(1, bn.BLOCK_C_RANGE[1] + 1)})
 
-    def config(kernel, dtype, tile, pointers, scalars, constexprs, options):
+    def config(kernel, dtype, tile, pointers, scalars, constexprs):
         signature = {**pointers, **scalars, **{name: "constexpr" for name in constexprs}}
         return kernel, dtype, "-", tile, signature, constexprs, options
 
-    yield config("mean_kernel", "-", f"c{bn.REDUCE_C}", {"partial": f64, "mean": f64},
-                 {**ints, "nblocks": "i32"}, per_channel, reduce_options)
-    for dtype in ("fp32", "fp64", "bf16"):
-        ptr, held = POINTER[dtype], POINTER[ACC[dtype]]
+    for dtype, channels in (("fp32", "fp32"), ("fp64", "fp64"), ("bf16", "bf16"), ("fp16", "fp16"),
+                            ("fp16", "fp32"), ("bf16", "fp32")):
+        ptr, held, param = POINTER[dtype], POINTER[ACC[dtype]], POINTER[channels]
         T = {"T": tl.float64 if dtype == "fp64" else tl.float32}
-        tile = f"r{bn.ROWS}c{bn.REDUCE_C}"
-        yield config("row_sums_kernel", dtype, tile, {"x": ptr, "partial": f64}, ints, {**T, **reduce},
-                     reduce_options)
-        yield config("squared_deviations_kernel", dtype, tile, {"x": ptr, "mean": f64, "partial": f64}, ints,
-                     {**T, **reduce}, reduce_options)
-        yield config("backward_sums_kernel", dtype, tile,
-                     {"x": ptr, "dy": ptr, "scale": held, "shift": held, "mean": f64, "invstd": f64, "partial": f64},
-                     ints, {**T, **reduce}, reduce_options)
-        for batch_stats in (True, False):
-            mode = f"c{bn.REDUCE_C}-{'batch' if batch_stats else 'running'}"
-            present = {"HAS_WEIGHT": True, "HAS_BIAS": True, "HAS_RUNNING_MEAN": True, "HAS_RUNNING_VAR": True}
-            yield config("coefficients_kernel", dtype, mode,
-                         {"x": ptr, "partial": f64, "mean": f64, "invstd": f64, "scale": held, "shift": held,
-                          "weight": ptr, "bias": ptr, "running_mean": ptr, "running_var": ptr},
-                         {**ints, **{name: "i32" for name in ("nblocks", "momentum_hi", "momentum_lo", "eps_hi",
-                                                              "eps_lo")}},
-                         {**T, "BATCH_STATS": batch_stats, **present, **per_channel}, reduce_options)
-            yield config("backward_coefficients_kernel", dtype, mode,
-                         {"partial": f64, "invstd": f64, "weight": ptr, "k": held, "dgamma": ptr, "dbeta": ptr},
-                         {**ints, "nblocks": "i32"}, {**T, "BATCH_STATS": batch_stats, "HAS_WEIGHT": True,
-                                                       **per_channel}, reduce_options)
-        for block_c in widths:
-            apply = {**T, "BLOCK_R": bn.APPLY_ELEMENTS // block_c, "BLOCK_C": block_c}
-            yield config("scale_shift_relu_kernel", dtype, f"c{block_c}",
-                         {"x": ptr, "scale": held, "shift": held, "y": ptr}, ints, apply, apply_options)
-            yield config("backward_dx_kernel", dtype, f"c{block_c}",
-                         {"x": ptr, "dy": ptr, "scale": held, "shift": held, "mean": f64, "k": held, "dx": ptr},
-                         ints, apply, apply_options)
+        name = dtype if channels == dtype else f"{dtype}+{channels}"
+        for width in widths:
+            tiles = {"TILE_R": bn.TILE_ELEMENTS // width, "BLOCK_C": width}
+            if channels == dtype:   # the kernels without per-channel parameters: once per features dtype
+                yield config("moments_kernel", name, f"c{width}", {"x": ptr, "partial": f64},
+                             {**ints, "block_rows": "i32"}, tiles)
+                yield config("scale_shift_relu_kernel", name, f"c{width}",
+                             {"x": ptr, "scale": held, "shift": held, "y": ptr}, {**ints, "block_rows": "i32"},
+                             {**T, **tiles})
+                yield config("backward_sums_kernel", name, f"c{width}",
+                             {"x": ptr, "dy": ptr, "scale": held, "shift": held, "mean": f64, "invstd": f64,
+                              "partial": f64}, {**ints, "block_rows": "i32"}, {**T, **tiles})
+            for batch_stats in (True, False):
+                mode = f"c{width}-{'batch' if batch_stats else 'running'}"
+                present = {"HAS_WEIGHT": True, "HAS_BIAS": True, "HAS_RUNNING_MEAN": True, "HAS_RUNNING_VAR": True}
+                yield config("normalize_relu_kernel", name, mode,
+                             {"x": ptr, "partial": f64, "y": ptr, "mean": f64, "invstd": f64, "scale": held,
+                              "shift": held, "weight": param, "bias": param, "running_mean": param,
+                              "running_var": param},
+                             {**ints, **{s: "i32" for s in ("nblocks", "block_rows", "momentum_hi", "momentum_lo",
+                                                             "eps_hi", "eps_lo")}},
+                             {**T, "BATCH_STATS": batch_stats, **present, **tiles, "CHUNK_B": bn.CHUNK_B})
+                yield config("backward_dx_kernel", name, mode,
+                             {"x": ptr, "dy": ptr, "scale": held, "shift": held, "mean": f64, "invstd": f64,
+                              "weight": param, "partial": f64, "dx": ptr, "dgamma": param, "dbeta": param},
+                             {**ints, "nblocks": "i32", "block_rows": "i32"},
+                             {**T, "BATCH_STATS": batch_stats, "HAS_WEIGHT": True, **tiles, "CHUNK_B": bn.CHUNK_B})
 
 
 # The map builders' and map plans' kernels (map_kernels.py, plan_kernels.py), as map_primitives.py

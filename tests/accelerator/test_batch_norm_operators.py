@@ -1,0 +1,91 @@
+"""The fused BatchNorm+ReLU from torch operators (mx_sparse/_accelerator/batch_norm_operators.py:
+the NPU's implementation, and that of every device without kernels of its own), on CPU tensors:
+against the C++ CPU kernels within 1e-5 relative (float64 1e-12; values stored in bfloat16 within
+one rounding), against a float64 reference, under autocast's dtypes (float16 / bfloat16 features,
+float32 parameters), bit for bit from run to run, and the number of torch operators per call."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))
+from bn_cases import (DTYPES, OPERATORS_BN, OPERATORS_TOLERANCE, compare_with_cpu, features,  # noqa: E402
+                      float64_reference, forward_case, relative_error, run_all, same_bits)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("batch_stats", [True, False], ids=["batch", "running"])
+def test_forward_recompute_backward_match_cpu(dtype, batch_stats):
+    compare_with_cpu(OPERATORS_BN, forward_case(1100, 36, dtype, batch_stats, True, True, seed=1),
+                     OPERATORS_TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("affine, running", [(False, True), (True, False), (False, False)])
+def test_absent_parameters_and_running_statistics(affine, running):
+    compare_with_cpu(OPERATORS_BN, forward_case(200, 19, torch.float32, True, affine, running, seed=2),
+                     OPERATORS_TOLERANCE[torch.float32])
+
+
+def test_nan_inf_and_empty_inputs():
+    args = forward_case(300, 6, torch.float32, True, True, True, seed=6)
+    args[0][3, 2], args[0][250, 4] = float("nan"), float("inf")
+    compare_with_cpu(OPERATORS_BN, args, OPERATORS_TOLERANCE[torch.float32])
+    compare_with_cpu(OPERATORS_BN, forward_case(0, 6, torch.float32, False, True, True, seed=5), 1e-5)
+    compare_with_cpu(OPERATORS_BN, forward_case(30, 0, torch.float32, True, True, True, seed=5), 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_against_float64_reference(dtype):
+    """float32, and autocast's float16 / bfloat16 features with float32 parameters: statistics to
+    1e-6, y and dx within the features' rounding, dgamma and dbeta (float32) to 1e-5."""
+    channels = torch.float32
+    args = forward_case(1500, 20, dtype, True, True, True, seed=21, channel_dtype=channels)
+    out = run_all(OPERATORS_BN, args)
+    assert out["y"].dtype == dtype and out["dx"].dtype == dtype and out["dgamma"].dtype == torch.float32
+    y, mean, var, dx, dgamma, dbeta = float64_reference(args, features(1500, 20, dtype, 9))
+    assert relative_error(out["mean"], mean, "mean") <= 1e-6
+    assert relative_error(out["invstd"], 1 / torch.sqrt(var + 1e-5), "invstd") <= 1e-6
+    rounding = {torch.float32: 1e-6, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}[dtype]
+    assert relative_error(out["y"], y, "y", check_dtype=False) <= rounding
+    assert relative_error(out["dx"], dx, "dx", check_dtype=False) <= 4 * rounding
+    for name, want in (("dgamma", dgamma), ("dbeta", dbeta)):
+        assert relative_error(out[name], want, name, check_dtype=False) <= 1e-5, name
+
+
+def test_bitwise_from_run_to_run():
+    args = forward_case(2000, 24, torch.float32, True, True, True, seed=41)
+    first, again = run_all(OPERATORS_BN, args), run_all(OPERATORS_BN, args)
+    for name in first:
+        same_bits(again[name], first[name], name)
+
+
+class _CountOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_few_torch_operators_per_call():
+    """float32 features with float32 parameters (the layer outside autocast): forward at most 18
+    operators, the recompute 2, the backward at most 18; no host read (no .item(), no nonzero)."""
+    args = forward_case(100, 8, torch.float32, True, True, True, seed=9)
+    counts = {}
+    for name, call in (("forward", lambda: OPERATORS_BN["batch_norm_relu_forward"](*args)),):
+        with _CountOps() as mode:
+            y, mean, invstd, scale, shift = call()
+        counts[name] = mode.ops
+    with _CountOps() as mode:
+        OPERATORS_BN["scale_shift_relu"](args[0], scale, shift)
+    counts["recompute"] = mode.ops
+    with _CountOps() as mode:
+        OPERATORS_BN["batch_norm_relu_backward"](y, args[0], mean, invstd, args[1], scale, shift, True)
+    counts["backward"] = mode.ops
+    lengths = {name: len(ops) for name, ops in counts.items()}
+    assert lengths["forward"] <= 18 and lengths["recompute"] <= 2 and lengths["backward"] <= 18, (lengths, counts)
+    assert not any("item" in op or "nonzero" in op for ops in counts.values() for op in ops), counts
