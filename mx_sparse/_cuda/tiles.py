@@ -111,8 +111,28 @@ def filter_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, aligned, True), aligned=aligned)
 
 
-# Rows of one filter-gradient split: splits are summed in ascending order afterwards
-# (sum_splits), so the split count changes the summation order only with the shapes.
+# Hopper's warpgroup MMA (wgmma) takes M = 64 rows per warpgroup; Ampere's mma.sync 16.
+WGMMA_M = 64
+
+
+def tensor_cores(dtype: str, precision: str) -> bool:
+    """Whether the kernels' tl.dot may run on tensor cores: fp16/bf16 always (fp32
+    accumulation), fp32 only as TF32 (torch.backends.cuda.matmul.allow_tf32); fp32 IEEE (the
+    default) and fp64 run as FMA."""
+    return dtype in ("fp16", "bf16") or (dtype == "fp32" and precision == "tf32")
+
+
+def channels_first(dtype: str, precision: str, tile: Tile) -> bool:
+    """The kernels' CHANNELS_FIRST: the dot computed transposed, output channels on the MMA's M
+    side. A tile has 32 map rows (ROWS_PER_TILE: larger tiles issue more padded work), too few
+    for wgmma's 64; a block of 64+ output channels is enough. Only where tensor cores run:
+    elsewhere the untransposed dot is the one measured (registers, no spills)."""
+    return tensor_cores(dtype, precision) and tile.block_n >= WGMMA_M and tile.num_warps % 4 == 0
+
+
+# Splits of the filter gradient: split s of a program sums entries s, s + splits, ... of its
+# tile list; the splits are added in ascending order afterwards (sum_splits), so the split
+# count (from the shapes alone) changes the summation order only with the shapes.
 MIN_SPLIT_ROWS = 256
 TARGET_FILTER_PROGRAMS = 1024
 MAX_SPLITS = 64
