@@ -40,6 +40,10 @@ code is what the cubin compile checks.
 import triton
 import triton.language as tl
 
+from . import interpreter_compat
+
+interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars (see there)
+
 
 # Scalar arguments are not specialised (Triton would otherwise compile another variant for each
 # value 1 and each multiple of 16 it meets): every launch runs one of the variants that
