@@ -7,7 +7,7 @@ squeezes the array first; ``apply`` gives older interpreters the same ``__index_
 
 Only the interpreter is touched (it patches triton.language's tensor while a kernel runs);
 compiled kernels are not. Applied when the Triton kernel modules are first imported
-(gather_kernels.py; launch.plan_kernels / map_kernels import that first).
+(gather_kernels.py and batch_norm_kernels.py; launch.plan_kernels / map_kernels import gather_kernels first).
 """
 import os
 
