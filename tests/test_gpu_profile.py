@@ -34,8 +34,9 @@ def test_spconv_tf32_switch_and_timeouts():
     args = gpu_profile.parse_args(["--parts", "spconv,spconv-triton", "--spconv-timeout", "33",
                                    "--spconv-triton-timeout", "44", "--spconv-modes", "fp32-ieee,fp32-tf32"])
     parts = {p.name: p for p in gpu_profile.plan(args)}
-    assert parts["spconv-fp32-tf32"].env == {"SPCONV_ALLOW_TF32": "1"}
-    assert parts["spconv-fp32-ieee"].env == {"SPCONV_ALLOW_TF32": "0"}
+    assert parts["spconv-fp32-tf32"].env == {**gpu_profile.COMPILED, "SPCONV_ALLOW_TF32": "1"}
+    assert parts["spconv-fp32-ieee"].env == {**gpu_profile.COMPILED, "SPCONV_ALLOW_TF32": "0"}
+    assert all(p.env["TRITON_INTERPRET"] == "0" for p in parts.values())
     assert parts["spconv-fp32-tf32"].timeout == 33 and parts["spconv-triton-amp-fp16"].timeout == 44
 
 
