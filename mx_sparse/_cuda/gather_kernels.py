@@ -48,7 +48,7 @@ interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars 
 # Scalar arguments are not specialised (Triton would otherwise compile another variant for each
 # value 1 and each multiple of 16 it meets): every launch runs one of the variants that
 # cubins.py compiles and checks. Pointers are 16-byte aligned (launch.run ensures it).
-_SCALARS = ["m", "n_in", "kvol", "cin", "cout", "list_len", "splits", "size"]
+_SCALARS = ["m", "n_in", "kvol", "cin", "cout", "gates", "splits", "size"]
 
 
 @triton.jit
@@ -127,13 +127,13 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
 
 @triton.jit(do_not_specialize=_SCALARS[:7])
 def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, partial, counter,
-                         m, n_in, kvol, cin, cout, list_len, splits,
+                         m, n_in, kvol, cin, cout, gates, splits,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
                          ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
     # program (block of (offset, input channel) pairs, Cout block, split). The program's gate
     # (ALIGNED: its one offset; else its block of pairs) has a compacted list of the plan's tiles
-    # in which it is present (tile_lists.py); split s runs entries s, s + splits, ... of it, so
+    # in which it is present (tile_lists.py: column gate of a [tiles, gates] table); split s runs entries s, s + splits, ... of it, so
     # the loop has no branch and its loads pipeline
     if ALIGNED:     # Cin a multiple of BLOCK_K (a program's pairs are one offset's channels), Cout of 16
         cin = cin // BLOCK_K * BLOCK_K
@@ -152,7 +152,7 @@ def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, pa
     else:
         gate = pid_r
     listed = tl.load(tile_counts + gate)
-    tile_list = tile_lists + gate.to(tl.int64) * list_len
+    stride = gates.to(tl.int64)      # the tile table is [tiles, gates]: addresses beyond int32
     steps = tl.arange(0, BLOCK_M)
     if ALIGNED:
         k0 = pid_r * BLOCK_K // cin
@@ -162,7 +162,7 @@ def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, pa
     else:
         acc = tl.full((BLOCK_K, BLOCK_N), 0, dtype=ACC)
     for i in range(split, listed, splits):
-        pos = tl.load(tile_list + i).to(tl.int64) * BLOCK_M + steps
+        pos = tl.load(tile_lists + (i * stride + gate)).to(tl.int64) * BLOCK_M + steps
         pos_live = pos < m
         rows = tl.load(order + pos, mask=pos_live, other=0).to(tl.int64)
         if ALIGNED:

@@ -8,11 +8,11 @@ plan's tiles of sorted map rows in which its gate is present. Looping over all t
 gets the list of its tiles, ascending, so the kernel's loop runs exactly those and has no
 branch:
 
-  lists  int32 [G, T]   gate g's tiles in which it is present, ascending, first (then the
-                        others, ascending: never read)
+  lists  int32 [T, G]   column g: gate g's tiles in which it is present, ascending, first
+                        (then the others, ascending: never read)
   counts int32 [G]      how many of them
 
-Built on the device by torch (a stable sort, no host read) and cached per plan (weakly on its
+Built on the device by torch (running counts and a scatter, no host read) and cached per plan (weakly on its
 ``present`` tensor, which a rebuilt plan replaces), so a map shared by several layers builds
 its offset lists once.
 """
@@ -36,10 +36,19 @@ def _gate_flags(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block
 
 
 def build(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block_k: int):
-    """(lists, counts) of the plan whose tile gate is ``present`` [T, kvol]."""
-    flags = _gate_flags(present, aligned, kvol, cin, block_k).t()          # [G, T]
-    lists = torch.sort(flags.logical_not().to(torch.uint8), dim=1, stable=True).indices
-    return lists.to(torch.int32).contiguous(), flags.sum(1, dtype=torch.int32)
+    """(lists, counts) of the plan whose tile gate is ``present`` [T, kvol]. Each tile's place
+    in its gate's list is a running count down the tiles (present tiles first, then the absent
+    ones), written by a scatter: elementwise work on contiguous tensors, no sort, nothing read
+    back (a transposed copy would also do, but fake CUDA tensors refuse it)."""
+    flags = _gate_flags(present, aligned, kvol, cin, block_k)                     # [T, G]
+    tiles, gates = flags.shape
+    live = flags.int()
+    counts = live.sum(0, dtype=torch.int32)
+    place = torch.where(flags, live.cumsum(0) - 1, counts + (1 - live).cumsum(0) - 1)
+    order = torch.zeros((tiles, gates), dtype=torch.int32, device=present.device)
+    order += torch.arange(tiles, dtype=torch.int32, device=present.device).unsqueeze(1)
+    lists = torch.empty((tiles, gates), dtype=torch.int32, device=present.device).scatter_(0, place, order)
+    return lists, counts
 
 
 def lists(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block_k: int):

@@ -27,12 +27,12 @@ def test_lists_match_the_reference(aligned, kvol, cin, block_k):
     lists, counts = tile_lists.build(present, aligned, kvol, cin, block_k)
     expected = _reference(present, aligned, kvol, cin, block_k)
     assert lists.dtype == counts.dtype == torch.int32 and lists.is_contiguous()
-    assert lists.shape == (len(expected), 13)
+    assert lists.shape == (13, len(expected))
     assert counts.tolist() == [len(e) for e in expected]
     for gate, tiles in enumerate(expected):
-        assert lists[gate, :len(tiles)].tolist() == tiles
-        # the rest: the other tiles (never read), so each row is a permutation
-        assert sorted(lists[gate].tolist()) == list(range(13))
+        assert lists[:len(tiles), gate].tolist() == tiles
+        # the rest: the other tiles (never read), so each column is a permutation
+        assert sorted(lists[:, gate].tolist()) == list(range(13))
 
 
 def test_cached_per_plan_and_gate_shape():

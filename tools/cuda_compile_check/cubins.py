@@ -53,7 +53,7 @@ def configurations():
     acc_type = {"fp32": tl.float32, "fp64": tl.float64}
     ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout")}
     for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ()),
-                                 ("filter_splits_kernel", tiles.FILTER_TILES, ("list_len", "splits"))):
+                                 ("filter_splits_kernel", tiles.FILTER_TILES, ("gates", "splits"))):
         for dtype, tile in table:
             ptr = POINTER[dtype]
             if kernel == "gather_mm_kernel":
