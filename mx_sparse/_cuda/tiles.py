@@ -127,9 +127,10 @@ WGMMA_M = 64
 
 
 def tensor_cores(dtype: str, precision: str) -> bool:
-    """Whether the kernels' tl.dot may run on tensor cores: fp16/bf16 always (fp32
-    accumulation), fp32 only as TF32 (torch.backends.cuda.matmul.allow_tf32); fp32 IEEE (the
-    default) and fp64 run as FMA."""
+    """Whether the kernels' tl.dot runs on the fp16/bf16/TF32 tensor cores: fp16/bf16 always
+    (fp32 accumulation), fp32 only as TF32 (torch.backends.cuda.matmul.allow_tf32); fp32 IEEE
+    (the default) runs as FMA. fp64 is left as Triton compiles it (the FP64 mma.sync of sm_80 and
+    sm_90), never channels first."""
     return dtype in ("fp16", "bf16") or (dtype == "fp32" and precision == "tf32")
 
 
