@@ -15,8 +15,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_defaults(monkeypatch):
     monkeypatch.delenv("MXS_GPU_CHECK_WHEELS", raising=False)
     args = gpu_check.parse_args([])
-    assert args.scene == ["kitti_b1"] and args.dtype == "fp32" and args.steps == 20 and args.wheel_dirs == []
-    assert gpu_check.parse_args(["--scene", "nusc_b1", "--scene", "kitti_b4"]).scene == ["nusc_b1", "kitti_b4"]
+    assert args.out == "gpu_check" and args.budget == 540 and args.wheel_dirs == [] and args.profile_args == []
+    assert not args.skip_tests and args.tests_timeout == 200
+
+
+def test_benchmark_options_pass_through_after_a_double_dash(monkeypatch):
+    monkeypatch.delenv("MXS_GPU_CHECK_WHEELS", raising=False)
+    args = gpu_check.parse_args(["--skip-tests", "--", "--modes", "fp32-ieee", "--steps", "5"])
+    assert args.skip_tests and args.profile_args == ["--modes", "fp32-ieee", "--steps", "5"]
+
+
+def test_tests_run_compiled_kernels():
+    part = gpu_check.tests_part(100)
+    assert part.argv[1:5] == ["-m", "pytest", "-m", "cuda"] and part.timeout == 100
+    assert part.env["TRITON_INTERPRET"] == "0" and part.env["MXS_CUDA_ON_CPU"] == "0"
 
 
 def test_wheel_directories_from_the_environment(tmp_path, monkeypatch):
@@ -28,12 +40,12 @@ def test_wheel_directories_from_the_environment(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--steps", "0"], "--steps: expected at least 1, got 0"),
-    (["--warmup", "-1"], "--warmup: expected 0 or more, got -1"),
+    (["--budget", "0"], "--budget: expected a positive number of seconds, got 0"),
+    (["--tests-timeout", "-5"], "--tests-timeout: expected a positive number of seconds, got -5"),
     (["--wheels", "/no/such/dir"], "--wheels: not a directory: /no/such/dir"),
     (["--install", "spconv-cu120"], "--install needs --wheels"),
-    (["--scene", "waymo"], "invalid choice: 'waymo'"),
-    (["--dtype", "fp64"], "invalid choice: 'fp64'"),
+    (["--", "--modes", "fp8"], "--modes: unknown mode 'fp8'"),
+    (["--", "--steps", "0"], "--steps: expected at least 1, got 0"),
 ])
 def test_bad_arguments_are_named(argv, message, capsys, monkeypatch):
     monkeypatch.delenv("MXS_GPU_CHECK_WHEELS", raising=False)
@@ -44,10 +56,12 @@ def test_bad_arguments_are_named(argv, message, capsys, monkeypatch):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA GPU is visible: the check would run")
 def test_fails_clearly_without_a_gpu(tmp_path):
-    env = dict(os.environ, MXS_GPU_CHECK_WHEELS="")
-    out = tmp_path / "record.json"
+    env = dict(os.environ, MXS_GPU_CHECK_WHEELS="", PYTHON=sys.executable)
+    out = tmp_path / "out"
     proc = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "--out", str(out)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == gpu_check.NO_GPU
-    assert "no CUDA GPU visible to torch" in proc.stderr and "Nothing was run" in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu_profile: no CUDA GPU visible to torch")
+    assert lines[0].endswith("nothing was run.")
     assert not out.exists()

@@ -41,6 +41,10 @@ exceeds 2^31 on large scenes); row counts are int32 scalars (the launcher checks
 import triton
 import triton.language as tl
 
+from . import interpreter_compat
+
+interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars (see there)
+
 # Scalars are not specialised (one compiled variant per configuration, the one cubins.py checks):
 # Triton would otherwise compile another for each value 1 and each multiple of 16.
 _SCALARS = ["n", "c", "nblocks", "block_rows", "momentum_hi", "momentum_lo", "eps_hi", "eps_lo"]

@@ -40,11 +40,15 @@ code is what the cubin compile checks.
 import triton
 import triton.language as tl
 
+from . import interpreter_compat
+
+interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars (see there)
+
 
 # Scalar arguments are not specialised (Triton would otherwise compile another variant for each
 # value 1 and each multiple of 16 it meets): every launch runs one of the variants that
 # cubins.py compiles and checks. Pointers are 16-byte aligned (launch.run ensures it).
-_SCALARS = ["m", "n_in", "kvol", "cin", "cout", "split_rows", "blocks_n", "splits", "size"]
+_SCALARS = ["m", "n_in", "kvol", "cin", "cout", "gates", "splits", "size"]
 
 
 @triton.jit
@@ -60,7 +64,7 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
                      m, n_in, kvol, cin, cout,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
-                     ALIGNED: tl.constexpr):
+                     ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
     # program (tile of sorted map rows, block of output channels)
     if ALIGNED:
         # the launcher's promise: Cin a multiple of BLOCK_K, Cout of 16. Written as x // b * b (the
@@ -80,7 +84,10 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
     tile_offsets = offsets + pid_m.to(tl.int64) * kvol
     pairs = tl.load(counts + pid_m) * cin          # (present offset, channel) pairs of this tile
     steps = tl.arange(0, BLOCK_K)
-    acc = tl.full((BLOCK_M, BLOCK_N), 0, dtype=ACC)
+    if CHANNELS_FIRST:
+        acc = tl.full((BLOCK_N, BLOCK_M), 0, dtype=ACC)
+    else:
+        acc = tl.full((BLOCK_M, BLOCK_N), 0, dtype=ACC)
     for r0 in range(0, pairs, BLOCK_K):
         if ALIGNED:
             # a step is BLOCK_K channels of one offset: one map entry per row, contiguous channels
@@ -104,19 +111,30 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
         if WIDEN:
             a = a.to(tl.float32)
             w = w.to(tl.float32)
-        acc = tl.dot(a, w, acc, input_precision=PRECISION, out_dtype=ACC)
+        if CHANNELS_FIRST:
+            # out^T = W^T A^T: the output channels are the MMA's M side (Hopper's wgmma needs
+            # 64 of them; a tile has 32 rows)
+            acc = tl.dot(tl.trans(w), tl.trans(a), acc, input_precision=PRECISION, out_dtype=ACC)
+        else:
+            acc = tl.dot(a, w, acc, input_precision=PRECISION, out_dtype=ACC)
         _count_step(counter, BLOCK_M, BLOCK_N, BLOCK_K, COUNT)
-    tl.store(out + (rows[:, None] * cout + w_cols), acc.to(out.dtype.element_ty), mask=row_live[:, None] & w_live)
+    if CHANNELS_FIRST:
+        result = tl.trans(acc)
+    else:
+        result = acc
+    tl.store(out + (rows[:, None] * cout + w_cols), result.to(out.dtype.element_ty), mask=row_live[:, None] & w_live)
 
 
 @triton.jit(do_not_specialize=_SCALARS[:7])
-def filter_splits_kernel(features, grad, nbr, order, present_tiles, partial, counter,
-                         m, n_in, kvol, cin, cout, split_rows, blocks_n,
+def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, partial, counter,
+                         m, n_in, kvol, cin, cout, gates, splits,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
-                         ALIGNED: tl.constexpr):
-    # program (block of (offset, input channel) pairs, Cout block, split of sorted map rows);
-    # split_rows is a multiple of BLOCK_M, so the row steps are the map plan's tiles
+                         ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
+    # program (block of (offset, input channel) pairs, Cout block, split). The program's gate
+    # (ALIGNED: its one offset; else its block of pairs) has a compacted list of the plan's tiles
+    # in which it is present (tile_lists.py: column gate of a [tiles, gates] table); split s runs entries s, s + splits, ... of it, so
+    # the loop has no branch and its loads pipeline
     if ALIGNED:     # Cin a multiple of BLOCK_K (a program's pairs are one offset's channels), Cout of 16
         cin = cin // BLOCK_K * BLOCK_K
         cout = cout // 16 * 16
@@ -128,47 +146,56 @@ def filter_splits_kernel(features, grad, nbr, order, present_tiles, partial, cou
     r_live = r < kvol * cin
     co = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     co_live = co < cout
-    in_cols = (r - k * cin)[:, None]
-    first = split.to(tl.int64) * split_rows
-    last = tl.minimum(first + split_rows, m)
+    in_cols = (r - k * cin)[None, :]
+    if ALIGNED:
+        gate = pid_r * BLOCK_K // cin
+    else:
+        gate = pid_r
+    listed = tl.load(tile_counts + gate)
+    stride = gates.to(tl.int64)      # the tile table is [tiles, gates]: addresses beyond int32
     steps = tl.arange(0, BLOCK_M)
-    acc = tl.full((BLOCK_K, BLOCK_N), 0, dtype=ACC)
-    for p0 in range(first, last, BLOCK_M):
-        # skip a tile in which none of this program's offsets is present
-        tile = p0 // BLOCK_M
+    if ALIGNED:
+        k0 = pid_r * BLOCK_K // cin
+        c = (pid_r * BLOCK_K - k0 * cin) // BLOCK_K * BLOCK_K + tl.arange(0, BLOCK_K)
+    if CHANNELS_FIRST:
+        acc = tl.full((BLOCK_N, BLOCK_K), 0, dtype=ACC)
+    else:
+        acc = tl.full((BLOCK_K, BLOCK_N), 0, dtype=ACC)
+    for i in range(split, listed, splits):
+        pos = tl.load(tile_lists + (i * stride + gate)).to(tl.int64) * BLOCK_M + steps
+        pos_live = pos < m
+        rows = tl.load(order + pos, mask=pos_live, other=0).to(tl.int64)
         if ALIGNED:
-            used = tl.load(present_tiles + (tile * kvol + pid_r * BLOCK_K // cin))
+            # one map entry per row; each row's BLOCK_K channels contiguous (coalesced)
+            src = tl.load(nbr + (rows * kvol + k0), mask=pos_live, other=-1)
+            present = (src >= 0) & (src < n_in)
+            a = tl.load(features + (src.to(tl.int64) * cin)[:, None] + c[None, :],
+                        mask=present[:, None], other=0.0)                                  # [BLOCK_M, BLOCK_K]
         else:
-            used = tl.max(tl.load(present_tiles + (tile * kvol + k), mask=r_live, other=0))
-        if used != 0:
-            pos = p0 + steps
-            pos_live = pos < last
-            rows = tl.load(order + pos, mask=pos_live, other=0).to(tl.int64)
-            if ALIGNED:
-                # one map entry per row; each row's BLOCK_K channels contiguous (coalesced), then transposed
-                k0 = pid_r * BLOCK_K // cin
-                c = (pid_r * BLOCK_K - k0 * cin) // BLOCK_K * BLOCK_K + tl.arange(0, BLOCK_K)
-                src = tl.load(nbr + (rows * kvol + k0), mask=pos_live, other=-1)
-                present = (src >= 0) & (src < n_in)
-                a = tl.trans(tl.load(features + (src.to(tl.int64) * cin)[:, None] + c[None, :],
-                                     mask=present[:, None], other=0.0))
-            else:
-                src = tl.load(nbr + (rows[None, :] * kvol + k[:, None]), mask=r_live[:, None] & pos_live[None, :],
-                              other=-1)                                                   # [BLOCK_K, BLOCK_M]
-                present = (src >= 0) & (src < n_in)
-                a = tl.load(features + (src.to(tl.int64) * cin + in_cols), mask=present, other=0.0)
-            g = tl.load(grad + (rows[:, None] * cout + co[None, :]),
-                        mask=pos_live[:, None] & co_live[None, :], other=0.0)     # [BLOCK_M, BLOCK_N]
-            if WIDEN:
-                a = a.to(tl.float32)
-                g = g.to(tl.float32)
-            acc = tl.dot(a, g, acc, input_precision=PRECISION, out_dtype=ACC)
-            _count_step(counter, BLOCK_M, BLOCK_N, BLOCK_K, COUNT)
+            src = tl.load(nbr + (rows[:, None] * kvol + k[None, :]), mask=pos_live[:, None] & r_live[None, :],
+                          other=-1)                                                        # [BLOCK_M, BLOCK_K]
+            present = (src >= 0) & (src < n_in)
+            a = tl.load(features + (src.to(tl.int64) * cin + in_cols), mask=present, other=0.0)
+        g = tl.load(grad + (rows[:, None] * cout + co[None, :]),
+                    mask=pos_live[:, None] & co_live[None, :], other=0.0)     # [BLOCK_M, BLOCK_N]
+        if WIDEN:
+            a = a.to(tl.float32)
+            g = g.to(tl.float32)
+        if CHANNELS_FIRST:
+            # dW^T = G^T A: the output channels are the MMA's M side (wgmma needs 64 of them)
+            acc = tl.dot(tl.trans(g), a, acc, input_precision=PRECISION, out_dtype=ACC)
+        else:
+            acc = tl.dot(tl.trans(a), g, acc, input_precision=PRECISION, out_dtype=ACC)
+        _count_step(counter, BLOCK_M, BLOCK_N, BLOCK_K, COUNT)
+    if CHANNELS_FIRST:
+        result = tl.trans(acc)
+    else:
+        result = acc
     dst = (split.to(tl.int64) * kvol * cin + r[:, None]) * cout + co[None, :]
-    tl.store(partial + dst, acc, mask=r_live[:, None] & co_live[None, :])
+    tl.store(partial + dst, result, mask=r_live[:, None] & co_live[None, :])
 
 
-@triton.jit(do_not_specialize=_SCALARS[9:])
+@triton.jit(do_not_specialize=_SCALARS[6:])
 def sum_splits_kernel(partial, out, splits, size, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     live = offs < size

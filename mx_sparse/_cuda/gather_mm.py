@@ -12,7 +12,7 @@ looping over the offsets present in it. Neither syncs with the host: a map entry
 """
 import torch
 
-from . import launch, map_plan, tiles
+from . import launch, map_plan, tile_lists, tiles
 
 # CUDA's limit on the second and third grid dimensions (output-channel blocks).
 MAX_GRID_YZ = 65535
@@ -47,12 +47,13 @@ def gather_mm_one_group(features, weight, nbr):
     grid = (_cdiv(m, tile.block_m), _cdiv(cout, tile.block_n), 1)
     plan = map_plan.plan(nbr, tile.block_m, n_in)
     counter = launch.step_counter(features)
+    constants = launch.dot_constants(features.dtype)
     launch.run(launch.kernels().gather_mm_kernel, "gather_mm", dtype, tile.name(), grid,
                (features, weight, nbr, plan.order, plan.counts, plan.offsets, out, counter),
                m, n_in, kvol, cin, cout,
                BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
-               num_warps=tile.num_warps, num_stages=tile.num_stages, **launch.dot_constants(features.dtype),
-               **launch.count_constant())
+               num_warps=tile.num_warps, num_stages=tile.num_stages, **constants,
+               CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile), **launch.count_constant())
     launch.record_steps("gather_mm", counter)
     return out
 
@@ -66,26 +67,30 @@ def gather_mm_backprop_filter_one_group(features, grad, nbr):
     tile = tiles.filter_tile(dtype, kvol, cin, cout)
     blocks_k, blocks_n = _cdiv(kvol * cin, tile.block_k), _cdiv(cout, tile.block_n)
     _check_grid(blocks_n, "grad: the output-channel blocks")
-    splits, split_rows = tiles.filter_splits(m, blocks_k, blocks_n, 1, tile.block_m)
+    splits, _ = tiles.filter_splits(m, blocks_k, blocks_n, 1, tile.block_m)
     acc = torch.float64 if features.dtype == torch.float64 else torch.float32
     dw = features.new_empty((kvol, cin, cout))
     plan = map_plan.plan(nbr, tile.block_m, n_in)
+    # each program's compacted list of the tiles its offsets are present in (no in-loop branch)
+    lists, counts = tile_lists.lists(plan.present, tile.aligned, kvol, cin, tile.block_k)
     k = launch.kernels()
     if splits == 1 and dw.dtype == acc:       # one split: the kernel writes dW itself
         partial = dw
     else:
         partial = torch.empty((splits, kvol, cin, cout), dtype=acc, device=features.device)
     counter = launch.step_counter(features)
+    constants = launch.dot_constants(features.dtype)
     launch.run(k.filter_splits_kernel, "gather_mm_backprop_filter", dtype, tile.name(),
-               (blocks_k, blocks_n, splits), (features, grad, nbr, plan.order, plan.present, partial, counter),
-               m, n_in, kvol, cin, cout, split_rows, blocks_n,
+               (blocks_k, blocks_n, splits), (features, grad, nbr, plan.order, lists, counts, partial, counter),
+               m, n_in, kvol, cin, cout, lists.shape[1], splits,
                BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
-               num_warps=tile.num_warps, num_stages=tile.num_stages, **launch.dot_constants(features.dtype),
-               **launch.count_constant())
+               CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile),
+               num_warps=tile.num_warps, num_stages=tile.num_stages, **constants, **launch.count_constant())
     launch.record_steps("gather_mm_backprop_filter", counter)
     if partial is dw:
         return dw
     size = dw.numel()
+    # the splits added in ascending order: a fixed order, so dW repeats bit for bit
     launch.run(k.sum_splits_kernel, "sum_splits", dtype, f"b{tiles.SUM_SPLITS_BLOCK}",
                (_cdiv(size, tiles.SUM_SPLITS_BLOCK),), (partial, dw), splits, size, BLOCK=tiles.SUM_SPLITS_BLOCK)
     return dw

@@ -89,15 +89,25 @@ def gather_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     present (offset, channel) pairs summed in steps of block_k."""
     block_n = _block(cout_g, _widest_n(dtype))
     block_k, aligned = _step_k(dtype, kvol, cin_g, cout_g)
-    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, aligned, False), aligned=aligned)
+    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, block_k, aligned, False),
+                aligned=aligned)
 
 
-def _warps(dtype: str, block_n: int, aligned: bool, filter_kernel: bool) -> int:
-    """2 warps for 16-wide half/fp32 tiles (16-byte loads need enough values per thread); 8 for
-    the generic filter kernel's half tiles of 32+ columns (4 spilled 8 B on sm_80/sm_90)."""
+def _warps(dtype: str, block_n: int, block_k: int, aligned: bool, filter_kernel: bool) -> int:
+    """Warps per program, from the compile check (tools/cuda_compile_check/cubins.py) on triton
+    3.8 and 3.6: 2 for 16-wide half/fp32 tiles (16-byte loads need enough values per thread);
+    the generic filter kernel's half tiles 4 at 16 columns (2 took 162-166 registers on 3.6) and
+    8 at 32+ (4 spilled 8 B); 8 where 4 spilled on triton 3.6's sm_90: the generic gather's
+    32-column half tiles of 32 pairs (4 B) and fp64 ones (24 B), the aligned fp64 filter tile of
+    64 columns (40 B)."""
+    half = dtype in ("fp16", "bf16")
+    if filter_kernel and not aligned and half:
+        return 4 if block_n <= 16 else 8
     if block_n <= 16 and dtype != "fp64":
         return 2
-    if filter_kernel and not aligned and dtype in ("fp16", "bf16"):
+    if not filter_kernel and not aligned and block_n == 32 and ((half and block_k == 32) or dtype == "fp64"):
+        return 8
+    if filter_kernel and aligned and dtype == "fp64" and block_n == 64:
         return 8
     return 4
 
@@ -108,11 +118,33 @@ def filter_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     offsets is present (the same 32-row tiles as gather_mm: one plan per map)."""
     block_n = _block(cout_g, 64)
     block_k, aligned = _step_k(dtype, kvol, cin_g, cout_g)
-    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, aligned, True), aligned=aligned)
+    return Tile(ROWS_PER_TILE, block_n, block_k, num_warps=_warps(dtype, block_n, block_k, aligned, True),
+                aligned=aligned)
 
 
-# Rows of one filter-gradient split: splits are summed in ascending order afterwards
-# (sum_splits), so the split count changes the summation order only with the shapes.
+# Hopper's warpgroup MMA (wgmma) takes M = 64 rows per warpgroup; Ampere's mma.sync 16.
+WGMMA_M = 64
+
+
+def tensor_cores(dtype: str, precision: str) -> bool:
+    """Whether the kernels' tl.dot runs on the fp16/bf16/TF32 tensor cores: fp16/bf16 always
+    (fp32 accumulation), fp32 only as TF32 (torch.backends.cuda.matmul.allow_tf32); fp32 IEEE
+    (the default) runs as FMA. fp64 is left as Triton compiles it (the FP64 mma.sync of sm_80 and
+    sm_90), never channels first."""
+    return dtype in ("fp16", "bf16") or (dtype == "fp32" and precision == "tf32")
+
+
+def channels_first(dtype: str, precision: str, tile: Tile) -> bool:
+    """The kernels' CHANNELS_FIRST: the dot computed transposed, output channels on the MMA's M
+    side. A tile has 32 map rows (ROWS_PER_TILE: larger tiles issue more padded work), too few
+    for wgmma's 64; a block of 64+ output channels is enough. Only where tensor cores run:
+    elsewhere the untransposed dot is the one measured (registers, no spills)."""
+    return tensor_cores(dtype, precision) and tile.block_n >= WGMMA_M and tile.num_warps % 4 == 0
+
+
+# Splits of the filter gradient: split s of a program sums entries s, s + splits, ... of its
+# tile list; the splits are added in ascending order afterwards (sum_splits), so the split
+# count (from the shapes alone) changes the summation order only with the shapes.
 MIN_SPLIT_ROWS = 256
 TARGET_FILTER_PROGRAMS = 1024
 MAX_SPLITS = 64

@@ -55,3 +55,23 @@ def test_the_resource_check_can_fail():
     assert not cubins.problems([dict(ok, arch="sm_90", shared=cubins.MAX_SHARED[80] + 1)])
     assert not cubins.problems([dict(ok, fma=3)])                       # a gather kernel may contract
     assert cubins.problems([dict(ok, kernel="backward_dx_kernel", fma=1)])
+
+
+def test_the_tensor_core_and_filter_checks_can_fail():
+    g = {"kernel": "gather_mm_kernel", "dtype": "fp16", "precision": "ieee", "tile": "m32n64k32w4s2", "arch": "sm_90",
+         "registers": 100, "spill_stores": 0, "spill_loads": 0, "shared": 1024, "wgmma": 2, "mma": 0, "fma": 0,
+         "cp_async": 4, "channels_first": True}
+    assert cubins.problems([g]) == []
+    assert cubins.problems([dict(g, wgmma=0)])                                 # channels first, no wgmma on sm_90
+    assert cubins.problems([dict(g, wgmma=0, mma=4, channels_first=False)]) == []
+    assert cubins.problems([dict(g, arch="sm_80")])                            # wgmma on sm_80
+    assert cubins.problems([dict(g, wgmma=0, mma=0, channels_first=False)])    # fp16 without tensor cores
+    assert cubins.problems([dict(g, fma=8)])                                   # FMA in a tensor-core mode
+    ieee = dict(g, dtype="fp32", wgmma=0, mma=0, fma=128, channels_first=False)
+    assert cubins.problems([ieee]) == []
+    assert cubins.problems([dict(ieee, mma=4)])                                # fp32 IEEE must stay FMA
+    dw = dict(ieee, kernel="filter_splits_kernel")
+    assert cubins.problems([dw]) == []
+    assert cubins.problems([dict(dw, registers=cubins.FILTER_MAX_REGISTERS + 1)])
+    assert cubins.problems([dict(dw, cp_async=0)])                             # fp32 loads not pipelined
+    assert cubins.problems([dict(dw, dtype="fp16", precision="ieee", fma=0, mma=2, cp_async=0)]) == []  # 2-byte gathers

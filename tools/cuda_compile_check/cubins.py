@@ -53,22 +53,23 @@ def configurations():
     acc_type = {"fp32": tl.float32, "fp64": tl.float64}
     ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout")}
     for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ()),
-                                 ("filter_splits_kernel", tiles.FILTER_TILES, ("split_rows", "blocks_n"))):
+                                 ("filter_splits_kernel", tiles.FILTER_TILES, ("gates", "splits"))):
         for dtype, tile in table:
             ptr = POINTER[dtype]
             if kernel == "gather_mm_kernel":
                 pointers = {"features": ptr, "weight": ptr, "nbr": "*i32", "order": "*i32", "counts": "*i32",
                             "offsets": "*i32", "out": ptr, "counter": "*i64"}
             else:
-                pointers = {"features": ptr, "grad": ptr, "nbr": "*i32", "order": "*i32", "present_tiles": "*i32",
-                            "partial": POINTER[ACC[dtype]], "counter": "*i64"}
+                pointers = {"features": ptr, "grad": ptr, "nbr": "*i32", "order": "*i32", "tile_lists": "*i32",
+                            "tile_counts": "*i32", "partial": POINTER[ACC[dtype]], "counter": "*i64"}
             signature = dict(pointers)
             signature.update(ints)
             signature.update({name: "i32" for name in extra})
             for precision in _precisions(dtype):
                 constexprs = {"BLOCK_M": tile.block_m, "BLOCK_N": tile.block_n, "BLOCK_K": tile.block_k,
                               "PRECISION": precision, "WIDEN": False, "ACC": acc_type[ACC[dtype]], "COUNT": False,
-                              "ALIGNED": tile.aligned}
+                              "ALIGNED": tile.aligned,
+                              "CHANNELS_FIRST": tiles.channels_first(dtype, precision, tile)}
                 signature.update({name: "constexpr" for name in constexprs})
                 options = {"num_warps": tile.num_warps, "num_stages": tile.num_stages}
                 yield kernel, dtype, precision, tile.name(), dict(signature), constexprs, options
@@ -192,6 +193,11 @@ def load_widths(ptx: str) -> dict:
 
 
 _FMA = re.compile(r"\bfma\.rn(?:\.ftz)?\.f(?:32|64)\b")
+# Tensor-core instructions: Hopper's warpgroup MMA and the warp-level mma.sync (Ampere and later;
+# fp64's DMMA too), and every asynchronous global-to-shared copy (the pipelined loads)
+_WGMMA = re.compile(r"\bwgmma\.mma_async\b")
+_MMA = re.compile(r"\bmma\.sync\b")
+_CP_ASYNC_ANY = re.compile(r"\bcp\.async\.c[ag]\b")
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
@@ -214,10 +220,12 @@ def compile_one(kernels, kernel, signature, constexprs, options, arch):
     return {"registers": int(regs.group(1)), "spill_stores": int(spills.group(1)),
             "spill_loads": int(spills.group(2)), "shared": compiled.metadata.shared,
             "cubin_bytes": len(compiled.asm["cubin"]), "fma": len(_FMA.findall(compiled.asm["ptx"])),
+            "wgmma": len(_WGMMA.findall(compiled.asm["ptx"])), "mma": len(_MMA.findall(compiled.asm["ptx"])),
+            "cp_async": len(_CP_ASYNC_ANY.findall(compiled.asm["ptx"])),
             **load_widths(compiled.asm["ptx"])}
 
 
-def compile_all():
+def compile_all(only=frozenset()):
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         raise RuntimeError("tools/cuda_compile_check/cubins.py: run without TRITON_INTERPRET "
                            "(the interpreter cannot compile)")
@@ -229,9 +237,12 @@ def compile_all():
         modules = (gather_kernels, batch_norm_kernels, map_kernels, plan_kernels)
         records = []
         for kernel, dtype, precision, tile, signature, constexprs, options in configurations():
+            if only and kernel not in only:
+                continue
             module = next(m for m in modules if hasattr(m, kernel))
             for arch in ARCHS:
-                record = {"kernel": kernel, "dtype": dtype, "precision": precision, "tile": tile, "arch": f"sm_{arch}"}
+                record = {"kernel": kernel, "dtype": dtype, "precision": precision, "tile": tile, "arch": f"sm_{arch}",
+                          "channels_first": bool(constexprs.get("CHANNELS_FIRST", False))}
                 record.update(compile_one(module, kernel, signature, constexprs, options, arch))
                 records.append(record)
     return records
@@ -254,31 +265,81 @@ def problems(records):
         if r["tile"].endswith("a") and r["kernel"] != "sum_splits_kernel" and r.get("ld_b16_scalar", 0):
             found.append(f"{name}: aligned variant with {r['ld_b16_scalar']} scalar 16-bit global loads")
         if (r["tile"].endswith("a") and r["kernel"] == "gather_mm_kernel" and r["dtype"] != "fp64"
-                and r.get("cp_async_4", 0)):
+                and r.get("cp_async_4", 0) and not (r["precision"] == "tf32" and r.get("channels_first"))):
+            # (TF32 with the channels first: tf32 wgmma takes K-major operands only, and the
+            # weights lie output-channel-major, so they copy 4 bytes at a time; the features
+            # still copy as 16-byte vectors)
             # the gather's pipelined operands are the features and weights (map entries load directly)
             found.append(f"{name}: aligned variant with {r['cp_async_4']} four-byte cp.async copies")
+        found += _gemm_problems(r, name)
+    return found
+
+
+GEMM_KERNELS = ("gather_mm_kernel", "filter_splits_kernel")
+# The weight-gradient kernel's budget: 128 registers a thread (4 blocks of 128 threads per SM)
+FILTER_MAX_REGISTERS = 128
+
+
+def _gemm_problems(r, name):
+    """The GEMM kernels: tensor cores exactly where the mode allows them (fp16/bf16, fp32 as
+    TF32: wgmma on sm_90 where the tile puts 64+ output channels on the MMA's M side, mma.sync
+    otherwise; fp32 IEEE: FMA only), and the weight-gradient kernel within its register budget
+    with pipelined (cp.async) loads wherever a step's loads are 4+ bytes wide."""
+    if r["kernel"] not in GEMM_KERNELS:
+        return []
+    found = []
+    tensor_cores = r["dtype"] in ("fp16", "bf16") or r["precision"] == "tf32"
+    if tensor_cores and not (r.get("wgmma", 0) or r.get("mma", 0)):
+        found.append(f"{name}: no tensor-core instruction in a {r['dtype']}/{r['precision']} configuration")
+    if tensor_cores and r.get("fma", 0):
+        found.append(f"{name}: {r['fma']} FMA in a tensor-core configuration")
+    if r["dtype"] == "fp32" and r["precision"] == "ieee" and (r.get("wgmma", 0) or r.get("mma", 0)):
+        found.append(f"{name}: tensor-core instructions under fp32 IEEE")
+    if r.get("channels_first") and r["arch"] == "sm_90" and not r.get("wgmma", 0):
+        found.append(f"{name}: 64+ output channels on the MMA's M side but no wgmma on sm_90")
+    if r["arch"] == "sm_80" and r.get("wgmma", 0):
+        found.append(f"{name}: wgmma on sm_80")
+    if r["kernel"] == "filter_splits_kernel":
+        if r["registers"] > FILTER_MAX_REGISTERS:
+            found.append(f"{name}: {r['registers']} registers > {FILTER_MAX_REGISTERS}")
+        wide = r["tile"].endswith("a") or r["dtype"] in ("fp32", "fp64")
+        if wide and not r.get("cp_async", 0):
+            found.append(f"{name}: no cp.async (the row loop's loads are not pipelined)")
     return found
 
 
 def table(records) -> str:
-    lines = ["| kernel | dtype | precision | tile | sm_80 regs / spills / smem | sm_90 regs / spills / smem |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    """One row per configuration: per architecture registers / spill bytes / shared bytes, then
+    the dot's instructions (wgmma, mma.sync, fma) and the cp.async copies in its PTX."""
+    lines = ["| kernel | dtype | precision | tile | sm_80 regs / spills / smem | sm_80 mma / fma / cp.async "
+             "| sm_90 regs / spills / smem | sm_90 wgmma / mma / fma / cp.async |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     rows = {}
     for r in records:
         rows.setdefault((r["kernel"], r["dtype"], r["precision"], r["tile"]), {})[r["arch"]] = r
     for (kernel, dtype, precision, tile), per_arch in rows.items():
-        cells = [f"{a['registers']} / {a['spill_stores'] + a['spill_loads']} / {a['shared']}"
-                 for a in (per_arch["sm_80"], per_arch["sm_90"])]
-        lines.append(f"| {kernel} | {dtype} | {precision} | {tile} | {cells[0]} | {cells[1]} |")
+        a, h = per_arch["sm_80"], per_arch["sm_90"]
+        resources = [f"{x['registers']} / {x['spill_stores'] + x['spill_loads']} / {x['shared']}" for x in (a, h)]
+        lines.append(f"| {kernel} | {dtype} | {precision} | {tile}{' (channels first)' if a.get('channels_first') else ''} "
+                     f"| {resources[0]} | {a.get('mma', 0)} / {a.get('fma', 0)} / {a.get('cp_async', 0)} "
+                     f"| {resources[1]} | {h.get('wgmma', 0)} / {h.get('mma', 0)} / {h.get('fma', 0)} / "
+                     f"{h.get('cp_async', 0)} |")
     return "\n".join(lines)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON record per configuration and architecture")
+    parser.add_argument("--kernels", default="", help="only these kernels (comma-separated names), e.g. "
+                                                      "gather_mm_kernel,filter_splits_kernel")
     args = parser.parse_args(argv)
-    records = compile_all()
-    print(json.dumps(records) if args.json else table(records))
+    records = compile_all(set(filter(None, args.kernels.split(","))))
+    if args.json:
+        print(json.dumps(records))
+    else:
+        import triton
+        print(f"triton {triton.__version__}, {len(records)} compiles\n")
+        print(table(records))
     bad = problems(records)
     for p in bad:
         print("PROBLEM:", p, file=sys.stderr)

@@ -1,0 +1,44 @@
+"""mx_sparse/_cuda/tile_lists.py: the weight-gradient kernel's per-gate compacted tile lists
+against a direct Python reference (each gate's tiles in which one of its offsets is present,
+ascending, first), for the aligned gates (one offset each) and the generic ones (blocks of
+(offset, channel) pairs spanning offsets), and the per-plan cache."""
+import pytest
+import torch
+
+from mx_sparse._cuda import tile_lists
+
+
+def _reference(present, aligned, kvol, cin, block_k):
+    tiles = present.shape[0]
+    if aligned:
+        gates = [[k] for k in range(kvol)]
+    else:
+        gates = [sorted({r // cin for r in range(r0, min(r0 + block_k, kvol * cin))})
+                 for r0 in range(0, kvol * cin, block_k)]
+    return [[t for t in range(tiles) if any(present[t, k] for k in offsets)] for offsets in gates]
+
+
+@pytest.mark.parametrize("aligned,kvol,cin,block_k", [(True, 27, 16, 16), (False, 27, 3, 16), (False, 8, 5, 32),
+                                                      (False, 1, 4, 16), (False, 125, 3, 32)])
+def test_lists_match_the_reference(aligned, kvol, cin, block_k):
+    g = torch.Generator().manual_seed(kvol + cin)
+    present = (torch.rand(13, kvol, generator=g) < 0.3).int()
+    present[5] = 0                                  # a tile with no offset
+    lists, counts = tile_lists.build(present, aligned, kvol, cin, block_k)
+    expected = _reference(present, aligned, kvol, cin, block_k)
+    assert lists.dtype == counts.dtype == torch.int32 and lists.is_contiguous()
+    assert lists.shape == (13, len(expected))
+    assert counts.tolist() == [len(e) for e in expected]
+    for gate, tiles in enumerate(expected):
+        assert lists[:len(tiles), gate].tolist() == tiles
+        # the rest: the other tiles (never read), so each column is a permutation
+        assert sorted(lists[:, gate].tolist()) == list(range(13))
+
+
+def test_cached_per_plan_and_gate_shape():
+    present = torch.tensor([[1, 0], [0, 1], [1, 1]], dtype=torch.int32)
+    first = tile_lists.lists(present, True, 2, 16, 16)
+    assert tile_lists.lists(present, True, 2, 32, 32) is first          # aligned gates: the offsets alone
+    generic = tile_lists.lists(present, False, 2, 3, 16)
+    assert generic is not first and tile_lists.lists(present, False, 2, 3, 16) is generic
+    assert tile_lists.lists(present.clone(), True, 2, 16, 16) is not first  # another plan's tensor
