@@ -6,14 +6,17 @@ The scene: the ``--voxels`` voxels of a generated KITTI scene nearest the sensor
 the step: VoxelBackBone8x forward + backward (loss.backward()), one thread, fresh maps every step
 (a new SparseConvTensor on a copy of the indices, as a new batch from a loader: nothing the
 builders vouched for is reused); the median over ``--repeats`` steps after two warm-up steps, with
-Python's garbage collector run before and held off during each timed step (every path).
+Python's garbage collector run before and held off during each timed step (every path). Times are
+the CPU time of the step's thread (``time.thread_time``; torch runs one thread here, autograd's
+CPU work included): other processes on a loaded machine do not count, waits would not either
+(the host reads of the accelerator paths wait for nothing on this machine).
 Each path runs in its own interpreter (the switches are read at import):
 
 - ``cpu``:  the C++ CPU backend, the whole step with its real compute;
 - ``cuda``: MXS_CUDA_ON_CPU=1, the CUDA path's orchestration and Triton launch code, with the
   kernels' device work removed: every Triton kernel call (``kernel[grid](...)``) is a stub,
   except the map primitives' (the maps are built from their outputs), which run in Triton's
-  interpreter with their time taken out of the step's;
+  interpreter in the first warm-up step and are replayed from a recording afterwards;
 - ``npu``:  MXS_NPU_ON_CPU=1, the same orchestration with the AscendC emulator's launches
   (``mx_sparse.ascend._call``) removed the same way: the gathers' are stubs, the map primitives'
   run with their time taken out.
@@ -44,21 +47,32 @@ MAP_KERNEL_MODULES = ("mx_sparse._cuda.map_kernels",)
 
 
 class _Removed:
-    """Seconds spent in device work that ran (taken out of the step's time) and launches seen."""
+    """Device work taken out of the step: seconds spent in device work that ran (subtracted from
+    the step's time), and the map kernels' recorded results (see _remove_triton_device_work)."""
 
     def __init__(self):
         self.seconds, self.launches = 0.0, 0
+        self.recording, self.recorded, self.replayed = True, [], 0
 
     def run_timed(self, fn, *args, **kwargs):
-        start = time.perf_counter()
+        start = time.thread_time()
         try:
             return fn(*args, **kwargs)
         finally:
-            self.seconds += time.perf_counter() - start
+            self.seconds += time.thread_time() - start
+
+    def replay_from_start(self):
+        """The next map-kernel launches take their results from the recording, in order."""
+        self.recording, self.replayed = False, 0
 
 
 def _remove_triton_device_work(removed):
-    """launch.run's host code runs as it is; the kernel it calls is a stand-in (see the docstring)."""
+    """launch.run's host code runs as it is; the kernel it calls is a stand-in. The map kernels
+    run in Triton's interpreter during the first (warm-up) step, and their operands are recorded
+    after each launch; from then on (the steps are identical) a launch copies the recorded
+    operands back instead of interpreting the kernel (millions of Python objects per launch,
+    whose allocation and freeing would otherwise leak into the host time around it). The
+    copies are outside the counting and are a few microseconds of host time each."""
     import torch
     from mx_sparse._cuda import launch
     run = launch.run
@@ -72,9 +86,17 @@ def _remove_triton_device_work(removed):
         def __getitem__(self, grid):
             def start(*args, **kwargs):
                 removed.launches += 1
-                if self.runs:     # the interpreter's own torch calls are no host work of the path
-                    with torch.utils._python_dispatch._disable_current_modes():
+                if not self.runs:
+                    return
+                tensors = [a for a in args if isinstance(a, torch.Tensor)]
+                with torch.utils._python_dispatch._disable_current_modes():
+                    if removed.recording:
                         removed.run_timed(self.kernel[grid], *args, **kwargs)
+                        removed.recorded.append([t.clone() for t in tensors])
+                    else:
+                        for t, value in zip(tensors, removed.recorded[removed.replayed]):
+                            t.copy_(value)
+                        removed.replayed += 1
             return start
 
     def stubbed(kernel, *args, **kwargs):
@@ -144,6 +166,7 @@ def measure(path, voxels, repeats):
     net = VoxelBackBone8x(data["features"].shape[1]).train()
     for _ in range(2):
         _one_step(net, data)
+        removed.replay_from_start()
     times = []
     for _ in range(repeats):
         # the interpreter's map kernels allocate millions of objects: a collection they trigger
@@ -152,11 +175,13 @@ def measure(path, voxels, repeats):
         gc.disable()
         try:
             removed.seconds = 0.0
-            start = time.perf_counter()
+            removed.replay_from_start()
+            start = time.thread_time()
             _one_step(net, data)
-            times.append(time.perf_counter() - start - removed.seconds)
+            times.append(time.thread_time() - start - removed.seconds)
         finally:
             gc.enable()
+    removed.replay_from_start()
     return {"path": path, "voxels": int(data["indices"].shape[0]), "host_ms": 1e3 * statistics.median(times),
             **_counts(path, net, data)}
 

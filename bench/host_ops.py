@@ -42,7 +42,7 @@ VIEW_OPS = {"aten.view", "aten._unsafe_view", "aten.select", "aten.narrow", "ate
             "aten.empty", "aten.new_empty", "aten.empty_strided", "aten.new_empty_strided"}
 
 # Operators that return their input unchanged when nothing is to be done (no kernel then).
-RETURNS_SELF = {"aten.to", "aten.contiguous", "aten.type_as"}
+RETURNS_SELF = {"aten.to", "aten.contiguous", "aten.type_as", "aten.resolve_conj", "aten.resolve_neg"}
 
 
 def _implementations(path):
