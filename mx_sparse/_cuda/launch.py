@@ -153,14 +153,15 @@ def run(kernel, name: str, dtype_name: str, tile_name: str, grid, tensors, *args
     interpreted (TRITON_INTERPRET=1 required), on fake tensors not at all. Every tensor is
     contiguous and aligned (inputs through ``aligned``, outputs fresh)."""
     launches[(name, dtype_name, tile_name)] += 1
-    device = tensors[0].device
-    fake = False
-    for t in tensors:       # one pass: the ops checked all of this before; these asserts guard the launcher
+    device, fake, empty = tensors[0].device, False, 0 in grid
+    for t in tensors:       # one pass (the ops checked all of this before: these guard the launcher)
         assert t.device == device, f"{name}: kernel operands on several devices"
-        fake = fake or isinstance(t, FakeTensor)
-    if fake or 0 in grid:
+        if isinstance(t, FakeTensor):
+            fake = True     # no data: checked and recorded, not run
+        elif not empty:
+            assert t.is_contiguous() and t.data_ptr() % ALIGNMENT == 0, f"{name}: unaligned operand"
+    if fake or empty:
         return
-    assert all(t.is_contiguous() and t.data_ptr() % ALIGNMENT == 0 for t in tensors), f"{name}: unaligned operand"
     if device.type == "cpu" and not interpreting():
         raise RuntimeError("mx_sparse: CPU tensors run the CUDA backend's Triton kernels only under Triton's "
                            "interpreter; set TRITON_INTERPRET=1 (or MXS_CUDA_ON_CPU=1) before importing triton")
