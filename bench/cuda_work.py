@@ -13,10 +13,13 @@ CUDA backend's code). Per layer and for the step:
   interpreter would take hours on whole scenes; the schedule's count equals the kernels' own
   executed-step counter on small layers (tests/cuda/test_interpreted_kernels.py);
 - torch kernels, Triton launches, host reads: counted by bench.host_ops' TorchDispatchMode on
-  the real step, with each Triton launch replaced by a counting stand-in that leaves the
-  launch's outputs as allocated (uninitialised: the counts and the maps do not depend on them;
-  the issued MACs are computed afterwards from plans built by map_plan.reference_build, the
-  torch version the plan kernels are tested against).
+  the real step (after one warm-up step: the map builders' constants are made once per process;
+  the counted step builds fresh maps), with each Triton launch replaced by a counting stand-in
+  that leaves the launch's outputs as allocated (uninitialised: the counts do not depend on
+  them). The map primitives run their host code and launches as they are and return their torch
+  fallbacks' results (bit-equal, tests/cuda/test_maps.py: no kernel is interpreted, the run takes
+  seconds); the issued MACs are computed afterwards from plans built by
+  map_plan.reference_build, the torch version the plan kernels are tested against.
 
 The maps are the ones the CUDA path builds (mx_sparse/_accelerator, bit-equal to the CPU backend's,
 tests/cuda/test_maps.py). The last line is
@@ -97,10 +100,13 @@ def per_layer(calls):
 
 def run(scene):
     import mx_sparse  # noqa: F401
-    launches = host_ops._stub_triton_launches()
+    launches = host_ops._stub_triton_launches(run_map_kernels=False)
     reads = host_ops._count_host_reads()
     net, x = host_ops.step(scene)
     inline, opaque = host_ops._implementations("cuda")
+    host_ops._map_results_by_fallback(inline)
+    x = host_ops.warm_up(net, x, inline, opaque)
+    reads.clear()
     calls = Calls()
     calls.hook(net)
     for name in (GATHER, FILTER):

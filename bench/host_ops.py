@@ -13,9 +13,10 @@ mx_sparse op through the dispatcher as in training. A TorchDispatchMode counts:
   fallbacks), which on a GPU are CUDA kernels each -- plus the aten operators of the step outside
   mx_sparse (the network's own, autograd's). Operators that launch no kernel (views, metadata,
   allocations, a ``to``/``contiguous`` that returns its input) are counted separately.
-- device kernels: ``--path cuda``: Triton launches (recorded by launch.run; the gathers' and the
-  map plans' are NOT run: their outputs are left uninitialised, which changes no count; the map
-  primitives' kernels run, interpreted, since the maps are built from their outputs);
+- device kernels: ``--path cuda``: Triton launches (recorded by launch.run; none is run: outputs
+  are left uninitialised, which changes no count; the map primitives return their torch
+  fallbacks' results, bit-equal, computed outside the counting, since the maps are built from
+  them); the counted step follows one warm-up step and builds fresh maps;
   ``--path npu``: each call of one of the five primitives is one AscendC kernel launch (not traced
   inside: under MXS_CUDA_ON_CPU=1 the CUDA primitives stand in for them, under MXS_NPU_ON_CPU=1
   the emulator runs them).
@@ -42,7 +43,7 @@ VIEW_OPS = {"aten.view", "aten._unsafe_view", "aten.select", "aten.narrow", "ate
             "aten.empty", "aten.new_empty", "aten.empty_strided", "aten.new_empty_strided"}
 
 # Operators that return their input unchanged when nothing is to be done (no kernel then).
-RETURNS_SELF = {"aten.to", "aten.contiguous", "aten.type_as"}
+RETURNS_SELF = {"aten.to", "aten.contiguous", "aten.type_as", "aten.resolve_conj", "aten.resolve_neg"}
 
 
 def _implementations(path):
@@ -100,14 +101,15 @@ class HostOpCounter(TorchDispatchMode):
 STUBBED_KERNELS = {"gather_mm", "gather_mm_backprop_filter", "sum_splits", "row_mask", "tile_plan"}
 
 
-def _stub_triton_launches():
+def _stub_triton_launches(run_map_kernels=True):
     """launch.run records every launch; those of STUBBED_KERNELS stop there (outputs stay
-    uninitialised), the others run."""
+    uninitialised), the others run -- unless ``run_map_kernels`` is False: then none runs, and
+    the map primitives' results come from their torch fallbacks (``_map_results_by_fallback``)."""
     from mx_sparse._cuda import launch
     run = launch.run
 
     def record(kernel, name, dtype_name, tile_name, grid, tensors, *args, **constexprs):
-        if name not in STUBBED_KERNELS:
+        if run_map_kernels and name not in STUBBED_KERNELS:
             # the interpreter's own tensor copies are no device work: run outside the counting mode
             with torch.utils._python_dispatch._disable_current_modes():
                 return run(kernel, name, dtype_name, tile_name, grid, tensors, *args, **constexprs)
@@ -115,6 +117,34 @@ def _stub_triton_launches():
 
     launch.run = record
     return launch.launches
+
+
+def _map_results_by_fallback(inline):
+    """The CUDA map primitives in ``inline`` run their host code and record their launches as
+    they are, and return the torch fallbacks' results (bit-equal: tests/cuda/test_maps.py),
+    computed outside the counting: no map kernel is interpreted (minutes on a whole scene)."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import map_primitives
+    for name, cuda_version in map_primitives.PRIMITIVES.items():
+        reference = fallback.PRIMITIVES[name]
+
+        def primitive(*args, cuda_version=cuda_version, reference=reference):
+            cuda_version(*args)
+            with torch.utils._python_dispatch._disable_current_modes():
+                return reference(*args)
+        inline[name] = primitive
+    return inline
+
+
+def warm_up(net, x, inline, opaque):
+    """One step under a throwaway counter (the map builders make their constants once per
+    process), then a SparseConvTensor on a copy of the indices: the counted step builds fresh
+    maps, as every training step does."""
+    import mx_sparse
+    with HostOpCounter(inline, opaque):
+        (net(x).features.float() ** 2).mean().backward()
+    net.zero_grad(set_to_none=True)
+    return mx_sparse.SparseConvTensor(x.features, x.indices.clone(), x.spatial_shape, x.batch_size)
 
 
 def _count_host_reads():
@@ -151,10 +181,14 @@ def main(argv=None):
     if os.environ.get("MXS_CUDA_ON_CPU", "0") in ("", "0") and os.environ.get("MXS_NPU_ON_CPU", "0") in ("", "0"):
         sys.exit("bench.host_ops: set MXS_CUDA_ON_CPU=1 (or MXS_NPU_ON_CPU=1): the CPU ops must be the accelerator's")
     import mx_sparse  # noqa: F401
-    launches = _stub_triton_launches()
+    launches = _stub_triton_launches(run_map_kernels=False)
     reads = _count_host_reads()
     net, x = step(args.scene)
     inline, opaque = _implementations(args.path)
+    if args.path == "cuda":
+        _map_results_by_fallback(inline)
+    x = warm_up(net, x, inline, opaque)
+    reads.clear()
     before = sum(launches.values())
     counter = HostOpCounter(inline, opaque)
     with counter:

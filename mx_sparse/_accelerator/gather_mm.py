@@ -26,6 +26,8 @@ def _per_group(groups, cat_dim, one_group):
 
 def gather_mm(features, weight, nbr, nbr_t, groups, symmetric=False):
     cin_g, cout_g = op_args.gather_mm_shapes(features, weight, nbr, nbr_t, groups)
+    if groups == 1:
+        return primitives._gather_mm_one_group(features, weight, nbr)
     return _per_group(groups, 1, lambda g: primitives._gather_mm_one_group(
         features.narrow(1, g * cin_g, cin_g), weight.narrow(2, g * cout_g, cout_g), nbr))
 

@@ -57,11 +57,10 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
         return torch.empty((0, kvol), dtype=torch.int32, device=dev)
     reach, padded = voxel_keys.subm_padding(shape, kernel, dilation)
     bound = voxel_keys.key_bound(batch_size, padded)
-    idx = indices.long()
-    keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=reach), stable=True)
+    keys, order = torch.sort(voxel_keys.pack(indices, padded, shift=reach), stable=True)
     if not built_maps.indices_checked(indices, shape, batch_size):
         # indices a builder emitted, or checked before on this grid, are not read again
-        flags = index_checks.flags(idx, shape, batch_size, keys, order)
+        flags = index_checks.flags(indices.long(), shape, batch_size, keys, order)
         index_checks.raise_bad_rows(indices, shape, batch_size,
                                     *host_sync.read(flags, "build_subm_map: value checks"))
         built_maps.vouch_indices(indices, shape, batch_size)
@@ -91,15 +90,14 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
                 torch.empty((0, kvol), dtype=torch.int32, device=dev))
     shift, padded = voxel_keys.conv_padding(shape, out_shape, kernel, stride, padding, dilation)
     bound = voxel_keys.key_bound(batch_size, padded)
-    idx = indices.long()
-    in_keys, order = torch.sort(voxel_keys.pack(idx, padded, shift=shift), stable=True)
+    in_keys, order = torch.sort(voxel_keys.pack(indices, padded, shift=shift), stable=True)
     checked = built_maps.indices_checked(indices, shape, batch_size)
     if checked:     # indices a builder emitted or checked on this grid: only the count is read
         pair_keys = _conv_out_keys(indices, shape, batch_size, kernel, stride, padding, pads_end, dilation)
         out_keys, count = primitives._unique_sorted_keys(torch.sort(pair_keys).values)
         m, = host_sync.read(count, "build_conv_map: output count")
     else:
-        flags, outside = index_checks.flags_and_outside(idx, shape, batch_size, in_keys, order)
+        flags, outside = index_checks.flags_and_outside(indices.long(), shape, batch_size, in_keys, order)
         # the primitive takes rows inside the grid; until the one read below says whether the indices
         # are valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
         inside = torch.where(outside.unsqueeze(1), 0, indices)

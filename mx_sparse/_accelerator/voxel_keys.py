@@ -9,13 +9,28 @@ from . import op_args
 
 
 def pack(idx, shape, shift=None, scale=None):
-    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for int64 rows idx [N, 1+nd]."""
-    return pack_columns(idx.select(1, 0), [idx.select(1, 1 + d) for d in range(len(shape))], shape, shift, scale)
+    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for rows idx [N, 1+nd] (int32 or int64), as its
+    expansion sum_d (c_d*scale_d + shift_d) * W_d + b * W_b (W_d: the product of the sizes after
+    axis d, W_b of all): one addcmul with two constant vectors and one row sum, two kernels. The
+    same integer polynomial as the nested form, so the same int64 keys bit for bit (int64
+    wrap-around included, for rows outside the grid that a later check rejects)."""
+    nd = len(shape)
+    scale = [1] * nd if scale is None else list(scale)
+    shift = [0] * nd if shift is None else list(shift)
+    weights, shifts, after = [0] * nd, [0] * nd, 1
+    for d in reversed(range(nd)):
+        weights[d], shifts[d] = after * scale[d], after * shift[d]
+        after *= shape[d]
+    key = ("pack", tuple(shape), tuple(shift), tuple(scale))
+    w = _constant(key + ("w",), idx.device, lambda dev: _vector([after] + weights, dev))
+    b = _constant(key + ("b",), idx.device, lambda dev: _vector([0] + shifts, dev))
+    return torch.addcmul(b, idx, w).sum(1)
 
 
 def pack_columns(batch, coords, shape, shift=None, scale=None):
-    """The key of ``pack`` from the batch and one coordinate tensor per axis (int64, broadcast
-    together: the pair builders pass each axis's coordinates over its own kernel dimension):
+    """The key of ``pack`` (the same polynomial, nested form) from the batch and one coordinate
+    tensor per axis (int64, broadcast together: the pair builders pass each axis's coordinates over
+    its own kernel dimension, which ``pack``'s one [N, 1+nd] operand cannot take):
     one kernel per axis (c + key*S as one add), the shifts' part folded into one constant added
     at the end (exact: integers, and every partial sum lies below the key)."""
     key, constant = batch, 0
@@ -29,12 +44,46 @@ def pack_columns(batch, coords, shape, shift=None, scale=None):
 
 
 def unpack(keys, shape):
-    """int64 [M, 1+nd] (batch, *coords) of keys packed on ``shape``."""
-    columns, rest = [], keys
-    for s in reversed(shape):
-        columns.append(rest.remainder(s))
-        rest = rest.div(s, rounding_mode="floor")
-    return torch.stack([rest] + columns[::-1], dim=1)
+    """int64 [M, 1+nd] (batch, *coords) of keys packed on ``shape`` (keys >= 0): column d is
+    (key // W_d) % S_d, the batch key // W_b; one floor division and one remainder by constant
+    vectors (two kernels)."""
+    nd = len(shape)
+    weights, after = [0] * nd, 1
+    for d in reversed(range(nd)):
+        weights[d] = after
+        after *= shape[d]
+    key = ("unpack", tuple(shape))
+    w = _constant(key + ("w",), keys.device, lambda dev: _vector([after] + weights, dev))
+    s = _constant(key + ("s",), keys.device, lambda dev: _vector([op_args.INT64_MAX] + list(shape), dev))
+    return keys.unsqueeze(1).div(w, rounding_mode="floor").remainder_(s)
+
+
+# (what, its parameters, device) -> a small constant tensor of the map builders: a function of a
+# layer's configuration and its grid, which repeat every training step, so made once and only
+# read afterwards. A few entries per network; emptied if it ever holds MAX_CONSTANTS.
+_constants = {}
+MAX_CONSTANTS = 1024
+
+
+def _constant(key, device, make):
+    """``make(device)``, kept under ``key``. Under a fake-tensor trace it is made afresh (a fake
+    tensor is no constant); under inference mode it is made a normal tensor (usable outside)."""
+    device = torch.device(device)
+    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None or device.type == "meta":
+        return make(device)
+    key = key + (device,)
+    found = _constants.get(key)
+    if found is None:
+        if len(_constants) >= MAX_CONSTANTS:
+            _constants.clear()
+        with torch.inference_mode(False):
+            found = _constants[key] = make(device)
+    return found
+
+
+def _vector(values, device):
+    """int64 [len(values)] made on ``device`` by fills (torch.tensor would copy from the host)."""
+    return torch.stack([torch.full((), v, dtype=torch.int64, device=device) for v in values])
 
 
 def subm_padding(shape, kernel, dilation):
@@ -81,7 +130,12 @@ def key_bound(batch_size, padded):
 def deltas(kernel, dilation, padded, centered, device):
     """int64 [K]: the key offset of kernel offset k (row-major, last axis fastest) on the padded
     grid: sum_d (kp_d - centre_d) * dilation_d * stride_d, centre = k//2 for the submanifold map.
-    One arange per axis (its terms) summed by broadcasting: a few small kernels, no host copy."""
+    Made once per (kernel, dilation, grid, device) by a few small kernels (no host copy), then kept."""
+    key = ("deltas", tuple(kernel), tuple(dilation), tuple(padded), bool(centered))
+    return _constant(key, device, lambda dev: _make_deltas(kernel, dilation, padded, centered, dev))
+
+
+def _make_deltas(kernel, dilation, padded, centered, device):
     ndim, stride = len(kernel), 1
     total = None
     for d in reversed(range(ndim)):

@@ -11,6 +11,7 @@ looping over the offsets present in it. Neither syncs with the host: a map entry
 [-1, rows) is reported by a device-side assertion (launch.check_map_rows), once per map.
 """
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from . import launch, map_plan, tile_lists, tiles
 
@@ -35,25 +36,54 @@ def _check_int32(**sizes) -> None:
             raise ValueError(f"{name}: {value} elements or rows exceed the CUDA kernels' int32 sizes")
 
 
+class _Launch:
+    """What a gather_mm launch on one map takes besides its operands, for one (input rows, Cin, Cout,
+    dtype, TF32 switch, counting): prepared once per map and shape, kept with the map."""
+    __slots__ = ("dtype", "tile", "grid", "plan", "scalars", "constexprs")
+
+    def __init__(self, features, weight, nbr):
+        m, kvol = nbr.shape
+        n_in, cin, cout = features.shape[0], features.shape[1], weight.shape[2]
+        _check_int32(features=n_in, nbr=m, weight=weight.numel())
+        self.dtype = launch.operand_type(features.dtype)
+        tile = tiles.gather_tile(self.dtype, kvol, cin, cout)
+        _check_grid(_cdiv(cout, tile.block_n), "weight: the output channels per group")
+        self.tile, self.grid = tile.name(), (_cdiv(m, tile.block_m), _cdiv(cout, tile.block_n), 1)
+        plan = map_plan.plan(nbr, tile.block_m, n_in)
+        self.plan = (plan.order, plan.counts, plan.offsets)
+        self.scalars = (m, n_in, kvol, cin, cout)
+        constants = launch.dot_constants(features.dtype)
+        self.constexprs = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
+                               ALIGNED=tile.aligned, num_warps=tile.num_warps, num_stages=tile.num_stages,
+                               **constants, CHANNELS_FIRST=tiles.channels_first(self.dtype, constants["PRECISION"], tile),
+                               **launch.count_constant())
+
+
+# map tensor -> (its version, {shape key: _Launch}); weak, like the plans (map_plan.py)
+_launches = WeakIdKeyDictionary()
+
+
+def _prepared(features, weight, nbr) -> _Launch:
+    key = (features.shape[0], features.shape[1], weight.shape[2], features.dtype,
+           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"])
+    if nbr.is_inference() or launch.is_fake(nbr):    # no version counter / no identity worth keeping
+        return _Launch(features, weight, nbr)
+    entry = _launches.get(nbr)
+    if entry is None or entry[0] != nbr._version:
+        entry = _launches[nbr] = (nbr._version, {})
+    found = entry[1].get(key)
+    if found is None:
+        found = entry[1][key] = _Launch(features, weight, nbr)
+    return found
+
+
 def gather_mm_one_group(features, weight, nbr):
     features, weight, nbr = launch.aligned(features), launch.aligned(weight), launch.aligned(nbr)
-    m, kvol = nbr.shape
-    n_in, cin, cout = features.shape[0], features.shape[1], weight.shape[2]
-    _check_int32(features=n_in, nbr=m, weight=weight.numel())
-    out = features.new_empty((m, cout))
-    dtype = launch.operand_type(features.dtype)
-    tile = tiles.gather_tile(dtype, kvol, cin, cout)
-    _check_grid(_cdiv(cout, tile.block_n), "weight: the output channels per group")
-    grid = (_cdiv(m, tile.block_m), _cdiv(cout, tile.block_n), 1)
-    plan = map_plan.plan(nbr, tile.block_m, n_in)
+    args = _prepared(features, weight, nbr)
+    out = features.new_empty((nbr.shape[0], weight.shape[2]))
     counter = launch.step_counter(features)
-    constants = launch.dot_constants(features.dtype)
-    launch.run(launch.kernels().gather_mm_kernel, "gather_mm", dtype, tile.name(), grid,
-               (features, weight, nbr, plan.order, plan.counts, plan.offsets, out, counter),
-               m, n_in, kvol, cin, cout,
-               BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
-               num_warps=tile.num_warps, num_stages=tile.num_stages, **constants,
-               CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile), **launch.count_constant())
+    launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile, args.grid,
+               (features, weight, nbr, *args.plan, out, counter), *args.scalars, **args.constexprs)
     launch.record_steps("gather_mm", counter)
     return out
 

@@ -11,6 +11,7 @@ import collections
 import contextlib
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor   # imported once here, not per call
 
 TRITON_HINT = ("pip install triton (the version your torch build depends on; torch 2.14 uses triton==3.8.0)")
 
@@ -36,15 +37,27 @@ def counting_steps():
         _counting = False
 
 
+# Per device, the counter operand of launches that do not count (never written: one is enough).
+_idle_counters = {}
+
+
 def step_counter(like: torch.Tensor) -> torch.Tensor:
     """The kernels' counter operand: one int64 on ``like``'s device (written only while counting)."""
     if _counting:
         return like.new_zeros((1,), dtype=torch.int64)
-    return like.new_empty((1,), dtype=torch.int64)
+    if isinstance(like, FakeTensor):
+        return like.new_empty((1,), dtype=torch.int64)
+    counter = _idle_counters.get(like.device)
+    if counter is None:
+        counter = _idle_counters[like.device] = like.new_empty((1,), dtype=torch.int64)
+    return counter
+
+
+_COUNT_OFF, _COUNT_ON = {"COUNT": False}, {"COUNT": True}
 
 
 def count_constant() -> dict:
-    return {"COUNT": _counting}
+    return _COUNT_ON if _counting else _COUNT_OFF
 
 
 def record_steps(name: str, counter: torch.Tensor) -> None:
@@ -76,14 +89,23 @@ def map_kernels():
     return module
 
 
+_interpreting = []
+
+
 def interpreting() -> bool:
-    """True when triton runs kernels in its interpreter (TRITON_INTERPRET=1 at import)."""
-    from triton.runtime.interpreter import InterpretedFunction
-    return isinstance(kernels().gather_mm_kernel, InterpretedFunction)
+    """True when triton runs kernels in its interpreter (TRITON_INTERPRET=1 at import; fixed from
+    then on, so asked once)."""
+    if not _interpreting:
+        from triton.runtime.interpreter import InterpretedFunction
+        _interpreting.append(isinstance(kernels().gather_mm_kernel, InterpretedFunction))
+    return _interpreting[0]
+
+
+OPERAND_TYPES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}
 
 
 def operand_type(dtype: torch.dtype) -> str:
-    return {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16", torch.float64: "fp64"}[dtype]
+    return OPERAND_TYPES[dtype]
 
 
 def tf32_allowed() -> bool:
@@ -92,17 +114,23 @@ def tf32_allowed() -> bool:
     return bool(matmul.allow_tf32) or getattr(matmul, "fp32_precision", None) == "tf32"
 
 
+_dot_constants = {}
+
+
 def dot_constants(dtype: torch.dtype) -> dict:
-    """PRECISION, WIDEN and ACC of a kernel for operands of ``dtype``."""
-    import triton.language as tl
-    precision = "tf32" if dtype == torch.float32 and tf32_allowed() else "ieee"
-    return {"PRECISION": precision,
-            "WIDEN": dtype == torch.bfloat16 and interpreting(),
+    """PRECISION, WIDEN and ACC of a kernel for operands of ``dtype`` (one dict per dtype and TF32
+    switch, made once)."""
+    tf32 = dtype == torch.float32 and tf32_allowed()
+    found = _dot_constants.get((dtype, tf32))
+    if found is None:
+        import triton.language as tl
+        found = _dot_constants[(dtype, tf32)] = {
+            "PRECISION": "tf32" if tf32 else "ieee", "WIDEN": dtype == torch.bfloat16 and interpreting(),
             "ACC": tl.float64 if dtype == torch.float64 else tl.float32}
+    return found
 
 
 def is_fake(t: torch.Tensor) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
     return isinstance(t, FakeTensor)
 
 
@@ -125,12 +153,16 @@ def run(kernel, name: str, dtype_name: str, tile_name: str, grid, tensors, *args
     interpreted (TRITON_INTERPRET=1 required), on fake tensors not at all. Every tensor is
     contiguous and aligned (inputs through ``aligned``, outputs fresh)."""
     launches[(name, dtype_name, tile_name)] += 1
-    devices = {t.device for t in tensors}
-    assert len(devices) == 1, f"{name}: kernel operands on several devices {devices}"  # checked by the ops before
-    if any(is_fake(t) for t in tensors) or 0 in grid:
+    device, fake, empty = tensors[0].device, False, 0 in grid
+    for t in tensors:       # one pass (the ops checked all of this before: these guard the launcher)
+        assert t.device == device, f"{name}: kernel operands on several devices"
+        if isinstance(t, FakeTensor):
+            fake = True     # no data: checked and recorded, not run
+        elif not empty:
+            assert t.is_contiguous() and t.data_ptr() % ALIGNMENT == 0, f"{name}: unaligned operand"
+    if fake or empty:
         return
-    assert all(t.is_contiguous() and t.data_ptr() % ALIGNMENT == 0 for t in tensors), f"{name}: unaligned operand"
-    if next(iter(devices)).type == "cpu" and not interpreting():
+    if device.type == "cpu" and not interpreting():
         raise RuntimeError("mx_sparse: CPU tensors run the CUDA backend's Triton kernels only under Triton's "
                            "interpreter; set TRITON_INTERPRET=1 (or MXS_CUDA_ON_CPU=1) before importing triton")
     kernel[grid](*tensors, *args, **constexprs)

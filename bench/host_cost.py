@@ -1,0 +1,261 @@
+"""Host cost of one training step on the three code paths, same scene, one run (no GPU / NPU needed).
+
+    python -m bench.host_cost [--voxels 400] [--repeats 7] [--paths cpu,cuda,npu] [--json out.json]
+
+The scene: the ``--voxels`` voxels of a generated KITTI scene nearest the sensor (a crop, batch 1);
+the step: VoxelBackBone8x forward + backward (loss.backward()), one thread, fresh maps every step
+(a new SparseConvTensor on a copy of the indices, as a new batch from a loader: nothing the
+builders vouched for is reused); the median over ``--repeats`` steps after two warm-up steps, with
+Python's garbage collector run before and held off during each timed step (every path). Times are
+the CPU time of the step's thread (``time.thread_time``; torch runs one thread here, autograd's
+CPU work included): other processes on a loaded machine do not count, waits would not either
+(the host reads of the accelerator paths wait for nothing on this machine).
+Each path runs in its own interpreter (the switches are read at import):
+
+- ``cpu``:  the C++ CPU backend, the whole step with its real compute;
+- ``cuda``: MXS_CUDA_ON_CPU=1, the CUDA path's orchestration and Triton launch code, with the
+  kernels' device work removed: every Triton kernel call (``kernel[grid](...)``) is a stub,
+  except the map primitives' (the maps are built from their outputs), which run in Triton's
+  interpreter in the first warm-up step and are replayed from a recording afterwards;
+- ``npu``:  MXS_NPU_ON_CPU=1, the same orchestration with the AscendC emulator's launches
+  (``mx_sparse.ascend._call``) removed the same way: the gathers' are stubs, the map primitives'
+  run with their time taken out.
+
+What is left is the host's time: Python orchestration, torch operators (each a kernel launch on a
+device, here run on tiny CPU tensors), autograd. Per path one more step, untimed, counts (with
+bench.host_ops' TorchDispatchMode) the torch operators that launch a kernel, the device-kernel
+launches (Triton / emulator; C++ op calls on the CPU backend) and the host reads. The last line:
+``ratios: cuda=<x> npu=<y>`` (host ms / the CPU backend's step ms).
+"""
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PATHS = ("cpu", "cuda", "npu")
+SWITCHES = {"cpu": {}, "cuda": {"MXS_CUDA_ON_CPU": "1", "TRITON_INTERPRET": "1"}, "npu": {"MXS_NPU_ON_CPU": "1"}}
+MARK = "MXS-HOST-COST "
+# The Triton kernel modules whose kernels build the maps (run, their time taken out); every other
+# Triton kernel is stubbed.
+MAP_KERNEL_MODULES = ("mx_sparse._cuda.map_kernels",)
+
+
+class _Removed:
+    """Device work taken out of the step: seconds spent in device work that ran (subtracted from
+    the step's time), and the map kernels' recorded results (see _remove_triton_device_work)."""
+
+    def __init__(self):
+        self.seconds, self.launches = 0.0, 0
+        self.recording, self.recorded, self.replayed = True, [], 0
+
+    def run_timed(self, fn, *args, **kwargs):
+        start = time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.seconds += time.thread_time() - start
+
+    def replay_from_start(self):
+        """The next map-kernel launches take their results from the recording, in order."""
+        self.recording, self.replayed = False, 0
+
+
+def _remove_triton_device_work(removed):
+    """launch.run's host code runs as it is; the kernel it calls is a stand-in. The map kernels
+    run in Triton's interpreter during the first (warm-up) step, and their operands are recorded
+    after each launch; from then on (the steps are identical) a launch copies the recorded
+    operands back instead of interpreting the kernel (millions of Python objects per launch,
+    whose allocation and freeing would otherwise leak into the host time around it). The
+    copies are outside the counting and are a few microseconds of host time each."""
+    import torch
+    from mx_sparse._cuda import launch
+    run = launch.run
+
+    class Kernel:
+        def __init__(self, kernel):
+            self.kernel = kernel
+            self.runs = getattr(kernel, "__module__", "") in MAP_KERNEL_MODULES or \
+                getattr(getattr(kernel, "fn", None), "__module__", "") in MAP_KERNEL_MODULES
+
+        def __getitem__(self, grid):
+            def start(*args, **kwargs):
+                removed.launches += 1
+                if not self.runs:
+                    return
+                tensors = [a for a in args if isinstance(a, torch.Tensor)]
+                with torch.utils._python_dispatch._disable_current_modes():
+                    if removed.recording:
+                        removed.run_timed(self.kernel[grid], *args, **kwargs)
+                        removed.recorded.append([t.clone() for t in tensors])
+                    else:
+                        for t, value in zip(tensors, removed.recorded[removed.replayed]):
+                            t.copy_(value)
+                        removed.replayed += 1
+            return start
+
+    def stubbed(kernel, *args, **kwargs):
+        return run(Kernel(kernel), *args, **kwargs)
+
+    launch.run = stubbed
+
+
+def _remove_emulator_device_work(removed):
+    from mx_sparse import ascend
+    call = ascend._call
+
+    def stubbed(fn_name, *args):
+        removed.launches += 1
+        if "gather_mm" in fn_name:       # the compute kernels: outputs left as allocated
+            return None
+        return removed.run_timed(call, fn_name, *args)
+
+    ascend._call = stubbed
+
+
+def scene(voxels):
+    from bench.workloads import nearest_of_scene
+    return nearest_of_scene("kitti", voxels)()
+
+
+def _one_step(net, data):
+    import mx_sparse
+    x = mx_sparse.SparseConvTensor(data["features"], data["indices"].clone(), data["spatial_shape"], 1)
+    y = net(x)
+    (y.features.float() ** 2).mean().backward()
+    net.zero_grad(set_to_none=True)
+
+
+def _counts(path, net, data):
+    """torch operators, device launches and host reads of one step (bench.host_ops' counter)."""
+    from bench import host_ops
+    if path == "cpu":
+        inline, opaque = {}, set()
+    else:
+        inline, opaque = host_ops._implementations(path)
+    reads = host_ops._count_host_reads()
+    from mx_sparse._cuda import launch
+    triton_before = sum(launch.launches.values())
+    counter = host_ops.HostOpCounter(inline, opaque)
+    with counter:
+        _one_step(net, data)
+    return {"torch_ops": sum(counter.ops.values()), "no_kernel_ops": sum(counter.views.values()),
+            "triton_launches": sum(launch.launches.values()) - triton_before,
+            "emulator_launches": sum(counter.kernels.values()) if path == "npu" else 0,
+            "cpp_op_calls": sum(counter.kernels.values()) if path == "cpu" else 0,
+            "host_reads": sum(reads.values()) + counter.scalar_reads}
+
+
+def measure(path, voxels, repeats):
+    """In this interpreter (its switches set before mx_sparse was imported): the path's figures."""
+    import torch
+    torch.set_num_threads(1)
+    removed = _Removed()
+    if path == "cuda":
+        _remove_triton_device_work(removed)
+    elif path == "npu":
+        _remove_emulator_device_work(removed)
+    from mx_sparse.models import VoxelBackBone8x
+    data = scene(voxels)
+    torch.manual_seed(0)
+    net = VoxelBackBone8x(data["features"].shape[1]).train()
+    for _ in range(2):
+        _one_step(net, data)
+        removed.replay_from_start()
+    times = []
+    for _ in range(repeats):
+        # the interpreter's map kernels allocate millions of objects: a collection they trigger
+        # would land in whatever host code runs next, so none runs inside a timed step (any path)
+        gc.collect()
+        gc.disable()
+        try:
+            removed.seconds = 0.0
+            removed.replay_from_start()
+            start = time.thread_time()
+            _one_step(net, data)
+            times.append(time.thread_time() - start - removed.seconds)
+        finally:
+            gc.enable()
+    removed.replay_from_start()
+    return {"path": path, "voxels": int(data["indices"].shape[0]), "host_ms": 1e3 * statistics.median(times),
+            **_counts(path, net, data)}
+
+
+def run_path(path, voxels, repeats):
+    """``measure`` in a fresh interpreter with the path's switches (and only those) set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MXS_CUDA_ON_CPU", "MXS_NPU_ON_CPU", "TRITON_INTERPRET")}
+    env.update(SWITCHES[path])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    r = subprocess.run([sys.executable, "-m", "bench.host_cost", "--child", path, "--voxels", str(voxels),
+                        "--repeats", str(repeats)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=3600)
+    for line in r.stdout.splitlines():
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise RuntimeError(f"bench.host_cost: the {path} path failed (exit {r.returncode}):\n"
+                       f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+
+
+def report(results, repeats):
+    base = results.get("cpu")
+    lines = [f"scene: {next(iter(results.values()))['voxels']} voxels of a generated KITTI scene, VoxelBackBone8x "
+             f"training step, one thread, fresh maps every step, median of {repeats}",
+             "| path | host ms / step | x CPU step | Triton launches | emulator launches | torch operators | host reads |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    names = {"cpu": "C++ CPU backend (whole step, real compute)", "cuda": "CUDA path (device work removed)",
+             "npu": "NPU path (device work removed)"}
+    for path in PATHS:
+        if path not in results:
+            continue
+        r = results[path]
+        ratio = f"{r['host_ms'] / base['host_ms']:.2f}" if base else "-"
+        lines.append(f"| {names[path]} | {r['host_ms']:.2f} | {ratio} | {r['triton_launches']} | "
+                     f"{r['emulator_launches']} | {r['torch_ops']} | {r['host_reads']} |")
+    if base:
+        lines.append("ratios: " + " ".join(f"{p}={results[p]['host_ms'] / base['host_ms']:.2f}"
+                                          for p in PATHS if p in results and p != "cpu"))
+    return "\n".join(lines)
+
+
+def _paths(text):
+    paths = [p.strip() for p in text.split(",") if p.strip()]
+    bad = [p for p in paths if p not in PATHS]
+    if bad or not paths:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated subset of {','.join(PATHS)}, got {text!r}")
+    return paths
+
+
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def parse(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--voxels", type=_positive, default=400, help="voxels of the KITTI crop (default 400)")
+    ap.add_argument("--repeats", type=_positive, default=7, help="timed steps, the median is reported (default 7)")
+    ap.add_argument("--paths", type=_paths, default=list(PATHS), help="comma-separated subset of cpu,cuda,npu")
+    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--child", choices=PATHS, help=argparse.SUPPRESS)
+    return ap.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse(argv)
+    if args.child:
+        print(MARK + json.dumps(measure(args.child, args.voxels, args.repeats)))
+        return
+    results = {p: run_path(p, args.voxels, args.repeats) for p in args.paths}
+    print(report(results, args.repeats))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""bench/host_cost.py: argument handling, the report's fields and ratios (hand-made figures), and one
+real run of the three paths on a tiny KITTI crop (each path in its own interpreter) whose printed
+table has every field, the counts the paths must show (the C++ backend launches no Triton kernel,
+the CUDA path no emulator kernel and the reverse) and ratios that are the printed times' quotients."""
+import re
+
+import pytest
+
+from bench import host_cost
+
+
+def test_arguments():
+    args = host_cost.parse([])
+    assert (args.voxels, args.repeats, args.paths, args.child) == (400, 7, ["cpu", "cuda", "npu"], None)
+    assert host_cost.parse(["--paths", "cuda, cpu", "--voxels", "50", "--repeats", "3"]).paths == ["cuda", "cpu"]
+    for bad in (["--paths", "gpu"], ["--paths", ""], ["--voxels", "0"], ["--repeats", "-1"], ["--voxels", "x"]):
+        with pytest.raises(SystemExit):
+            host_cost.parse(bad)
+
+
+def _figures(path, ms, triton=0, emulator=0, ops=10, reads=0):
+    return {"path": path, "voxels": 50, "host_ms": ms, "triton_launches": triton, "emulator_launches": emulator,
+            "torch_ops": ops, "host_reads": reads}
+
+
+def test_report_fields_and_ratios():
+    results = {"cpu": _figures("cpu", 4.0), "cuda": _figures("cuda", 10.0, triton=90, ops=150, reads=5),
+               "npu": _figures("npu", 3.0, emulator=40, ops=300, reads=8)}
+    lines = host_cost.report(results, 7).splitlines()
+    assert lines[0].startswith("scene: 50 voxels") and lines[0].endswith("median of 7")
+    assert lines[3] == "| C++ CPU backend (whole step, real compute) | 4.00 | 1.00 | 0 | 0 | 10 | 0 |"
+    assert lines[4] == "| CUDA path (device work removed) | 10.00 | 2.50 | 90 | 0 | 150 | 5 |"
+    assert lines[5] == "| NPU path (device work removed) | 3.00 | 0.75 | 0 | 40 | 300 | 8 |"
+    assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
+    # without the CPU backend there is nothing to divide by
+    assert "ratios" not in host_cost.report({"cuda": results["cuda"]}, 7)
+
+
+ROW = re.compile(r"\| (?P<name>[^|]+) \| (?P<ms>[\d.]+) \| (?P<ratio>[\d.]+) \| (?P<triton>\d+) \| (?P<emu>\d+) \| "
+                 r"(?P<ops>\d+) \| (?P<reads>\d+) \|")
+
+
+def test_runs_the_cpu_path_in_its_own_interpreter(capsys):
+    host_cost.main(["--voxels", "30", "--repeats", "1", "--paths", "cpu"])
+    out = capsys.readouterr().out.splitlines()
+    cpu = ROW.fullmatch(out[3])
+    assert out[0].startswith("scene: 30 voxels") and cpu["name"].startswith("C++ CPU backend")
+    assert float(cpu["ms"]) > 0 and cpu["ratio"] == "1.00" and int(cpu["ops"]) > 0
+    assert int(cpu["triton"]) == int(cpu["emu"]) == int(cpu["reads"]) == 0
+    assert out[-1] == "ratios: "
+
+
+@pytest.mark.slow
+def test_runs_the_cpu_and_cuda_paths_on_a_tiny_scene(capsys):
+    """(~1 minute on a loaded 2-core machine: the interpreter's first kernel runs)"""
+    host_cost.main(["--voxels", "30", "--repeats", "1", "--paths", "cpu,cuda"])
+    out = capsys.readouterr().out.splitlines()
+    rows = {m["name"].split()[0]: m for m in map(ROW.fullmatch, out[3:5])}
+    assert set(rows) == {"C++", "CUDA"}
+    cpu, cuda = rows["C++"], rows["CUDA"]
+    assert int(cpu["triton"]) == int(cpu["emu"]) == int(cpu["reads"]) == 0
+    assert int(cuda["triton"]) > 0 and int(cuda["emu"]) == 0 and int(cuda["ops"]) > 0
+    assert out[-1] == f"ratios: cuda={float(cuda['ms']) / float(cpu['ms']):.2f}"
+
+
+@pytest.mark.slow
+def test_runs_the_three_paths_on_a_tiny_scene(capsys):
+    """(~2 minutes: three interpreters, the NPU emulator's first build included)"""
+    host_cost.main(["--voxels", "60", "--repeats", "1"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("scene: 60 voxels")
+    rows = {m["name"].split()[0]: m for m in map(ROW.fullmatch, out[3:6])}
+    assert set(rows) == {"C++", "CUDA", "NPU"}
+    cpu, cuda, npu = rows["C++"], rows["CUDA"], rows["NPU"]
+    assert int(cpu["triton"]) == int(cpu["emu"]) == 0 and int(cpu["reads"]) == 0
+    assert int(cuda["triton"]) > 0 and int(cuda["emu"]) == 0 and int(cuda["ops"]) > 0
+    assert int(npu["emu"]) > 0 and int(npu["triton"]) == 0 and int(npu["ops"]) > 0
+    ratios = dict(kv.split("=") for kv in out[-1].removeprefix("ratios: ").split())
+    for name, row in (("cuda", cuda), ("npu", npu)):
+        assert float(ratios[name]) == pytest.approx(float(row["ms"]) / float(cpu["ms"]), abs=0.02)
