@@ -29,7 +29,7 @@ def _check_features(x, name):
     if x.dim() != 2:
         raise ValueError(f"{name}: expected a [N, C] tensor, got {x.dim()} dimensions")
     if x.dtype not in FEATURE_DTYPES:
-        raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {x.dtype}")
+        raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {op_args.dtype_name(x.dtype)}")
 
 
 def _check_channel(t, c, name):
@@ -39,7 +39,7 @@ def _check_channel(t, c, name):
     if t.dim() != 1 or t.shape[0] != c:
         raise ValueError(f"{name}: expected [{c}] (one per channel), got {list(t.shape)}")
     if t.dtype not in FEATURE_DTYPES:
-        raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {t.dtype}")
+        raise ValueError(f"{name}: expected float32, float64 or bfloat16, got {op_args.dtype_name(t.dtype)}")
 
 
 def _channel_values(t, c, fill, name, device):

@@ -42,7 +42,7 @@ def _block_counts(present, blocks):
 
 def pack_map(nbr):
     if nbr.dim() != 2 or nbr.dtype != torch.int32:
-        raise ValueError(f"nbr: expected an int32 [M, K] map, got {nbr.dtype} {list(nbr.shape)}")
+        raise ValueError(f"nbr: expected an int32 [M, K] map, got {op_args.dtype_name(nbr.dtype)} {list(nbr.shape)}")
     m, kvol = nbr.shape
     words, blocks, dev = _cdiv(kvol, LANES), _cdiv(m, ROWS_PER_BLOCK), nbr.device
     nbr = nbr.contiguous()
@@ -75,10 +75,11 @@ def unpack_map(mask, values, block_starts, kvol):
         raise ValueError(f"kvol: expected a kernel volume in [1, {op_args.MAX_KERNEL_VOLUME}], got {kvol}")
     words = _cdiv(kvol, LANES)
     if mask.dim() != 2 or mask.dtype != torch.int16 or mask.shape[1] != words:
-        raise ValueError(f"mask: expected int16 [M, {words}] for kvol={kvol}, got {mask.dtype} {list(mask.shape)}")
+        raise ValueError(f"mask: expected int16 [M, {words}] for kvol={kvol}, "
+                         f"got {op_args.dtype_name(mask.dtype)} {list(mask.shape)}")
     m, blocks = mask.shape[0], _cdiv(mask.shape[0], ROWS_PER_BLOCK)
     if values.dim() != 1 or values.dtype != torch.int32:
-        raise ValueError(f"values: expected int32 [P], got {values.dtype} {list(values.shape)}")
+        raise ValueError(f"values: expected int32 [P], got {op_args.dtype_name(values.dtype)} {list(values.shape)}")
     if block_starts.dim() != 1 or block_starts.dtype != torch.int64 or block_starts.shape[0] != blocks + 1:
         raise ValueError(f"block_starts: expected int64 [{blocks + 1}] (one per {ROWS_PER_BLOCK} rows, plus the "
                          f"end), got {block_starts.dtype} {list(block_starts.shape)}")
