@@ -17,10 +17,10 @@ from test_bn_reproducible import builds
 CASES = os.path.join(os.path.dirname(__file__), "alignment_cases.py")
 
 
-def alignment_table(env):
+def alignment_table(env, *args):
     full = {k: v for k, v in os.environ.items() if not k.startswith("MXS_")}
     full.update(env)
-    p = subprocess.run([sys.executable, CASES], capture_output=True, text=True, env=full, timeout=1800)
+    p = subprocess.run([sys.executable, CASES, *args], capture_output=True, text=True, env=full, timeout=1800)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout)
 
@@ -33,3 +33,11 @@ def test_every_cpu_kernel_bitwise_at_every_offset(name, env):
         print(f"{op:42} {name:9} {tried:6} {differing:9}")
     assert len(table) == 21 and all(tried > 0 for tried, _ in table.values())
     assert {op: d for op, (_, d) in table.items() if d} == {}
+
+
+def test_batch_norm_kernels_same_bits_on_every_build():
+    """With -ffp-contract=off no build fuses a multiply and an add in the BatchNorm loops: the
+    AVX-512 build (where the CPU has it) gives the portable build's bits."""
+    digests = {p.values[0]: alignment_table(p.values[1], "--bn-digest") for p in builds()
+               if not any(m.name == "skipif" and m.args[0] for m in p.marks)}
+    assert len(set(digests.values())) == 1, digests
