@@ -41,7 +41,12 @@ def cpu_extension():
     # code; at run time it binds to the libgomp that torch already loaded.
     # -g0: no debug information (Python's default flags ask for it); it made the module 32 MB
     # instead of 1 MB, and the wheel 11 MB.
-    cflags = ["-O3", "-std=c++17", "-fopenmp", "-Wall", "-Wno-unknown-pragmas", "-g0"]
+    # -ffp-contract=off: an FMA only where the source writes one (an intrinsic). GCC's default
+    # (fast) fused a * b + c differently in a loop's vector body and in the scalar copy it runs
+    # when a run-time overlap check between output and inputs fails, so the fused BatchNorm
+    # backward's dx changed by one ulp with where the heap put dx (issue 35). Off, every copy
+    # of a loop rounds the same, and the AVX-512 and portable builds give the same bits.
+    cflags = ["-O3", "-std=c++17", "-fopenmp", "-ffp-contract=off", "-Wall", "-Wno-unknown-pragmas", "-g0"]
     return CppExtension(
         name="mx_sparse._C",
         sources=sources("kernels/module/*.cpp", "kernels/schema/*.cpp", "kernels/contract/*.cpp", "kernels/generic/*.cpp",

@@ -1,5 +1,7 @@
 """``python -m mx_sparse``: prints what this installation is and supports (``show_config``)."""
 import argparse
+import os
+import sys
 
 from . import show_config
 from .version import __version__
@@ -14,7 +16,14 @@ def main(argv=None) -> None:
                     "switches in effect (the same text as mx_sparse.show_config()).")
     parser.add_argument("--version", action="version", version=f"mx_sparse {__version__}")
     parser.parse_args(argv)
-    show_config()
+    try:
+        show_config()
+    except OSError as e:
+        # stdout that cannot be written (a full disk, a descriptor closed under us): one line on
+        # stderr, and stdout pointed at /dev/null so the interpreter's final flush is quiet too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"python -m mx_sparse: cannot write the report to stdout: {e.strerror or e}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 main()

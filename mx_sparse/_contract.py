@@ -257,3 +257,20 @@ def index_error(indices: torch.Tensor, spatial_shape, batch_size: int, bad_row: 
     ``dup_row`` (the later row of a duplicate voxel); a row >= N means none. Reads that row.
     ``name`` / ``grid_name``: the arguments holding the rows and their grid, for the message."""
     _cc.index_error(indices, list(spatial_shape), int(batch_size), int(bad_row), int(dup_row), name, grid_name)
+
+
+def map_row_error(name: str, row: int, num_rows: int) -> None:
+    """Raises the gathers' ValueError for map row ``row`` (the lowest holding an entry outside
+    [-1, num_rows)); nothing for row < 0 (index_errors.h raise_map_row_error)."""
+    _cc.map_row_error(name, int(row), int(num_rows))
+
+
+def pool_entries(name: str, lo: int, hi: int, num_rows: int) -> None:
+    """The pooling map's entries, lowest ``lo`` and highest ``hi``, within [-1, num_rows)
+    (pool_args.h check_pool_entries)."""
+    _cc.pool_entries(name, int(lo), int(hi), int(num_rows))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``dtype`` as the C++ checks spell it in their messages (Float, Long, BFloat16, ...)."""
+    return _cc.dtype_name(torch.empty(0, dtype=dtype))

@@ -12,22 +12,9 @@ import torch
 
 from . import _C
 from ._op_registration import has_kernel
+from .environment import ON_OFF_SWITCHES, SWITCHES, keep_limit_problem  # the variables and checks (re-exported)
+from .environment import problems as environment_problems
 from .version import __version__
-
-# Environment variables mx_sparse reads, with what setting them does. The on/off switches
-# (ON_OFF_SWITCHES) take 1/true/on/yes or 0/false/off/no, parsed by one function in C++
-# (kernels/cpu/env_switch.h), which the kernels use directly and Python through env_switch().
-SWITCHES = {
-    "MXS_CPU_PORTABLE": "on keeps every CPU kernel on its portable C++ path (read when the extension loads)",
-    "MXS_DISABLE_AMX": "on turns the AMX bfloat16 kernel off",
-    "MXS_CPU_POOL": "off turns the CPU large-tensor pool off (read at the first large tensor; default on)",
-    "MXS_CPU_POOL_KEEP_MB": "freed MiB the CPU pool keeps resident (default 256)",
-    "MXS_CUDA_ON_CPU": "on runs the CUDA backend (Triton kernels interpreted) for CPU tensors (read at import)",
-    "MXS_NPU_ON_CPU": "on runs the NPU backend (its orchestration, the AscendC kernels in the emulator) for CPU "
-                      "tensors (read at import)",
-}
-ON_OFF_SWITCHES = {"MXS_CPU_PORTABLE": False, "MXS_DISABLE_AMX": False, "MXS_CPU_POOL": True, "MXS_CUDA_ON_CPU": False,
-                   "MXS_NPU_ON_CPU": False}
 
 
 def env_switch(name: str, default: bool = False) -> bool:
@@ -43,6 +30,12 @@ def _switch_state(name: str) -> str:
         return "on" if env_switch(name, ON_OFF_SWITCHES[name]) else "off"
     except ValueError as e:
         return f"invalid: {e}"
+
+
+def _keep_mb_state() -> Optional[str]:
+    """Why MXS_CPU_POOL_KEEP_MB is refused, or None (unset or valid: no state shown)."""
+    problem = keep_limit_problem() if os.environ.get("MXS_CPU_POOL_KEEP_MB") else ""
+    return f"invalid: {problem}" if problem else None
 
 
 def _escaped(value: str) -> str:
@@ -111,7 +104,9 @@ def config() -> Dict[str, object]:
         "npu_binding": npu_lib[0] if npu_lib else None,
         "ascend_custom_opp_path": os.environ.get("ASCEND_CUSTOM_OPP_PATH"),
         "switches": {name: os.environ.get(name) for name in SWITCHES},
-        "switch_states": {name: _switch_state(name) for name in ON_OFF_SWITCHES},
+        "switch_states": {**{name: _switch_state(name) for name in ON_OFF_SWITCHES},
+                          **({"MXS_CPU_POOL_KEEP_MB": _keep_mb_state()} if _keep_mb_state() else {})},
+        "environment_problems": environment_problems(),
         "other_env": {k: v for k, v in sorted(os.environ.items())
                       if (k.startswith("MXS_") and k not in SWITCHES) or k == "TRITON_INTERPRET"},
     }
@@ -157,6 +152,9 @@ def format_config(c: Dict[str, object]) -> str:
                      f"{f' [{_escaped(state)}]' if state else ''}  -- {SWITCHES[name]}")
     for name, value in c["other_env"].items():
         lines.append(f"  {name}={_escaped(value)}")
+    problems = c.get("environment_problems") or []
+    lines.append(f"environment: {len(problems)} invalid value(s)" if problems else "environment: every value valid")
+    lines += [f"  {_escaped(p)}" for p in problems]
     return "\n".join(lines)
 
 
@@ -166,6 +164,8 @@ def show_config(file: Optional[TextIO] = None) -> None:
     torch has CUDA and triton is installed; NPU: torch_npu, mx_sparse's NPU binding and the
     custom-op package), and the environment switches in effect."""
     out = file or sys.stdout
+    if out is None:   # no stdout at all (python -m mx_sparse >&-): nowhere to print, nothing to raise
+        return
     try:
         print(format_config(config()), file=out)
         # Ascend: CANN / op package / binding found, built, loaded, and the fix for what is missing

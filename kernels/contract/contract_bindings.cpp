@@ -195,6 +195,14 @@ void register_contract_functions(pybind11::module_& module) {
     return pack_keys(indices, shape, shift, scale);
   });
   m.def("unpack_keys", [](const at::Tensor& keys, const Values& shape) { return unpack_keys(keys, shape); });
+  m.def("map_row_error", [](const std::string& name, int64_t row, int64_t num_rows) {
+    raise_map_row_error(name.c_str(), row, num_rows);
+  }, py::arg("name"), py::arg("row"), py::arg("num_rows"));
+  m.def("pool_entries", [](const std::string& name, int64_t lo, int64_t hi, int64_t num_rows) {
+    check_pool_entries(name.c_str(), lo, hi, num_rows);
+  }, py::arg("name"), py::arg("lo"), py::arg("hi"), py::arg("num_rows"));
+  // the C++ kernels' spelling of a dtype in messages (Float, Long, ...), for the Python checks
+  m.def("dtype_name", [](const at::Tensor& t) { return std::string(c10::toString(t.scalar_type())); });
   m.def("index_error", [](const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, int64_t bad_row,
                           int64_t dup_row, const std::string& name, const std::string& grid_name) {
     raise_index_error(indices, spatial_shape, batch_size, bad_row, dup_row, name.c_str(), grid_name.c_str());

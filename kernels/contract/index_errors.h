@@ -35,4 +35,12 @@ inline void raise_index_error(const at::Tensor& indices, c10::IntArrayRef spatia
                     " at row ", dup_row, "; expected every (batch, *coords) row to be unique");
 }
 
+// A gather's map (gather_mm, gather_mm_backprop_filter): `row`, the lowest map row holding an
+// entry outside [-1, num_rows) (not an input row); row < 0: none. The CPU kernel finds the row
+// while it computes; the accelerator's check on CPU tensors (mx_sparse/_accelerator/index_checks.py)
+// before it launches: one message.
+inline void raise_map_row_error(const char* name, int64_t row, int64_t num_rows) {
+  TORCH_CHECK_VALUE(row < 0, name, ": row ", row, " holds an input row outside [-1, ", num_rows, ")");
+}
+
 }  // namespace mxs

@@ -24,6 +24,13 @@ inline void check_pool_features(const at::Tensor& x, const char* name) {
                     x.scalar_type());
 }
 
+// The pooling map's entries, lowest lo and highest hi, within [-1, num_rows) (-1 or an input row);
+// the values are read by the backend where the map lives (index_checks.py for the accelerator's).
+inline void check_pool_entries(const char* name, int64_t lo, int64_t hi, int64_t num_rows) {
+  TORCH_CHECK_VALUE(lo >= -1 && hi < num_rows, name, ": expected entries in [-1, ", num_rows, "), got values in [",
+                    lo, ", ", hi, "]");
+}
+
 // sparse_max_pool / sparse_avg_pool (features [N, C], nbr [M, K]).
 inline void check_pool_args(const at::Tensor& features, const at::Tensor& nbr) {
   check_pool_features(features, "features");

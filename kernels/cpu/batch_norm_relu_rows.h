@@ -7,8 +7,10 @@
 // layers, 1 thread: forward 1.3-1.9x, backward 1.4-1.8x faster). The loops live in
 // an anonymous namespace, so each file keeps its own copy; the BatchNormRows table
 // is how the first reaches the second. Sums run per channel in row order in both
-// copies; the AVX-512 copy may fuse x * scale + shift into one rounding (FMA), so
-// the two can differ in the last bit.
+// copies, and the extension is built with -ffp-contract=off (setup.py): no copy
+// fuses a multiply and an add, so both give the same bits, and so do the vector
+// body and the scalar loop GCC runs instead when output and inputs lie close on
+// the heap (that choice depended on addresses: dx changed by one ulp, issue 35).
 #pragma once
 #include <cstdint>
 #include <cstring>

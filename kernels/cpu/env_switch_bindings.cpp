@@ -27,10 +27,9 @@ bool checked_switch(const char* name, const char* raw, bool fallback) {
 }  // namespace
 
 void register_env_switch_functions(py::module_& m) {
-  // The kernels read these switches on first use; a value env_switch.h does not accept fails
-  // the import here (ValueError naming the variable), not some later kernel call.
-  for (const char* name : {"MXS_CPU_PORTABLE", "MXS_DISABLE_AMX", "MXS_CPU_POOL"})
-    checked_switch(name, std::getenv(name), false);
+  // The kernels read the switches at load (without throwing) or on first use; a value
+  // env_switch.h does not accept fails the import in mx_sparse/environment.py, which lists
+  // every invalid value at once (ValueError naming each variable), not some later kernel call.
   m.def("env_switch", [](const std::string& name, bool fallback) {
     return checked_switch(name.c_str(), std::getenv(name.c_str()), fallback);
   }, "The on/off environment switch `name` (1/true/on/yes, 0/false/off/no; unset or empty: fallback); "

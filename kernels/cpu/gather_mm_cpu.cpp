@@ -15,6 +15,7 @@
 #include <atomic>
 #include <type_traits>
 #include <vector>
+#include "../contract/index_errors.h"
 #include "../contract/op_args.h"
 #include "gemm_rows.h"
 #include "gemm_rows_amx.h"
@@ -36,8 +37,7 @@ struct MapRangeCheck {
     while (r < cur && !row.compare_exchange_weak(cur, r)) {}
   }
   void raise_if_bad(const char* name, int64_t num_rows) const {
-    TORCH_CHECK_VALUE(row.load() == INT64_MAX, name, ": row ", row.load(),
-                      " holds an input row outside [-1, ", num_rows, ")");
+    raise_map_row_error(name, row.load() == INT64_MAX ? -1 : row.load(), num_rows);
   }
 };
 

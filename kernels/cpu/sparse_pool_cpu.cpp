@@ -36,9 +36,7 @@ namespace {
 // Every entry of the map is -1 or an input row: checked before any row is read.
 void check_rows_in_range(const at::Tensor& rows, int64_t num_rows, const char* name) {
   if (rows.numel() == 0) return;
-  const int64_t lo = rows.min().item<int64_t>(), hi = rows.max().item<int64_t>();
-  TORCH_CHECK_VALUE(lo >= -1 && hi < num_rows, name, ": expected entries in [-1, ", num_rows, "), got values in [",
-                    lo, ", ", hi, "]");
+  check_pool_entries(name, rows.min().item<int64_t>(), rows.max().item<int64_t>(), num_rows);
 }
 
 // Calls f(I{}) with I the C++ type of pool_offset_dtype (pool_args.h).

@@ -13,7 +13,7 @@ symmetric are read by autograd only. Neither op reads device data on the host.
 """
 import torch
 
-from . import op_args
+from . import index_checks, op_args
 
 primitives = torch.ops.mx_sparse
 
@@ -26,6 +26,7 @@ def _per_group(groups, cat_dim, one_group):
 
 def gather_mm(features, weight, nbr, nbr_t, groups, symmetric=False):
     cin_g, cout_g = op_args.gather_mm_shapes(features, weight, nbr, nbr_t, groups)
+    index_checks.check_gather_map(nbr, features.shape[0])   # CPU tensors: the CPU kernel's error
     if groups == 1:
         return primitives._gather_mm_one_group(features, weight, nbr)
     return _per_group(groups, 1, lambda g: primitives._gather_mm_one_group(
@@ -34,5 +35,6 @@ def gather_mm(features, weight, nbr, nbr_t, groups, symmetric=False):
 
 def gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric=False):
     cin_g, cout_g = op_args.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
+    index_checks.check_gather_map(nbr, features.shape[0])
     return _per_group(groups, 2, lambda g: primitives._gather_mm_backprop_filter_one_group(
         features.narrow(1, g * cin_g, cin_g), grad.narrow(1, g * cout_g, cout_g), nbr))

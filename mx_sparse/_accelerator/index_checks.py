@@ -1,11 +1,17 @@
-"""The map builders' index value checks (every row inside the grid and batch, no voxel twice),
-with the CPU builders' messages (kernels/cpu/neighbor_map_cpu.cpp). The flags are computed on
-the device and travel to the host inside the builder's one read (host_sync.py); raising reads
-the offending row for the message (a second read, on the error path only).
+"""The accelerator's checks of index values, with the C++ CPU kernels' messages (built once, in
+kernels/contract): the map builders' (every row inside the grid and batch, no voxel twice) and the
+map entries of the gathers and of pooling (-1 or an input row).
+
+Builders: the flags are computed on the device and travel to the host inside the builder's one
+read (host_sync.py); raising reads the offending row for the message (a second read, on the error
+path only). Map entries: on CPU tensors (MXS_CUDA_ON_CPU=1, MXS_NPU_ON_CPU=1) they are read on
+the host, where that is free, and a bad one raises the CPU kernel's ValueError; on a CUDA device
+the gathers' and pooling's checks stay device-side assertions (no host synchronisation: a
+RuntimeError at the next synchronisation, as torch's own indexing reports a bad index).
 """
 import torch
 
-from . import op_args
+from . import built_maps, op_args
 
 
 def flags(idx, shape, batch_size, sorted_keys, order):
@@ -39,3 +45,30 @@ def raise_bad_rows(indices, shape, batch_size, bad_row, dup_row, name="indices",
     message is built once, in C++ (kernels/contract/index_errors.h), which reads the offending row.
     ``name`` / ``grid_name``: the argument holding the rows and the one naming their grid."""
     op_args.index_error(indices, shape, batch_size, bad_row, dup_row, name, grid_name)
+
+
+def check_gather_map(nbr, num_rows, name="nbr"):
+    """A gather's map on CPU tensors: the CPU kernel's ValueError for the lowest map row holding an
+    entry outside [-1, num_rows). Nothing on a device (CUDA: launch.check_map_rows)."""
+    if nbr.device.type != "cpu" or nbr.numel() == 0:
+        return
+    built = built_maps.built_rows(nbr)
+    if built is not None and built <= num_rows:   # a builder's unchanged map: vouched for where it was made
+        return
+    lo, hi = torch.aminmax(nbr)
+    if lo >= -1 and hi < num_rows:
+        return
+    bad = ((nbr < -1) | (nbr >= num_rows)).any(1)
+    op_args.map_row_error(name, int(bad.nonzero()[0, 0]), num_rows)
+
+
+def check_pool_map(nbr, num_rows, name="nbr"):
+    """A pooling map's entries in [-1, num_rows): on CPU tensors the CPU kernel's ValueError
+    (lowest and highest entry in the message); on a device a device-side assertion."""
+    if nbr.numel() == 0:
+        return
+    lo, hi = torch.aminmax(nbr)
+    if nbr.device.type == "cpu":
+        op_args.pool_entries(name, int(lo), int(hi), num_rows)
+    else:
+        torch._assert_async((lo >= -1) & (hi < num_rows), f"{name}: expected entries in [-1, {num_rows})")

@@ -11,7 +11,7 @@ as torch's own index_add_ is not).
 """
 import torch
 
-from . import op_args   # the argument checks of the CPU kernels (kernels/contract/pool_args.h)
+from . import index_checks, op_args   # the argument checks of the CPU kernels (kernels/contract/pool_args.h)
 
 
 def _assert_entries(t, lo, hi, name):
@@ -28,7 +28,7 @@ def _opmath(dtype):
 
 def sparse_max_pool(features, nbr):
     op_args.pool_operands(features, nbr)
-    _assert_entries(nbr, -1, features.shape[0], "nbr")
+    index_checks.check_pool_map(nbr, features.shape[0])
     m, c = nbr.shape[0], features.shape[1]
     out = features.new_zeros((m, c))
     argmax = torch.full((m, c), -1, dtype=op_args.pool_offset_dtype(nbr.shape[1]), device=features.device)
@@ -47,7 +47,7 @@ def sparse_max_pool(features, nbr):
 
 def sparse_max_pool_backward(grad, argmax, nbr, num_rows):
     op_args.pool_backward_operands(grad, argmax, nbr, num_rows)
-    _assert_entries(nbr, -1, num_rows, "nbr")
+    index_checks.check_pool_map(nbr, num_rows)
     _assert_entries(argmax, -1, nbr.shape[1], "argmax")
     c = grad.shape[1]
     rows = nbr.long().gather(1, argmax.long().clamp(min=0))          # [M, C] input row of each max
@@ -61,7 +61,7 @@ def sparse_max_pool_backward(grad, argmax, nbr, num_rows):
 
 def sparse_avg_pool(features, nbr):
     op_args.pool_operands(features, nbr)
-    _assert_entries(nbr, -1, features.shape[0], "nbr")
+    index_checks.check_pool_map(nbr, features.shape[0])
     m, c = nbr.shape[0], features.shape[1]
     acc = torch.zeros((m, c), dtype=_opmath(features.dtype), device=features.device)
     for j in range(nbr.shape[1] if features.shape[0] else 0):   # no inputs: every window is empty
@@ -74,7 +74,7 @@ def sparse_avg_pool(features, nbr):
 
 def sparse_avg_pool_backward(grad, nbr, num_rows):
     op_args.pool_backward_operands(grad, None, nbr, num_rows)
-    _assert_entries(nbr, -1, num_rows, "nbr")
+    index_checks.check_pool_map(nbr, num_rows)
     count = (nbr >= 0).sum(1, keepdim=True).clamp(min=1)
     share = grad.to(_opmath(grad.dtype)) / count.to(_opmath(grad.dtype))
     dx = torch.zeros((num_rows + 1, grad.shape[1]), dtype=share.dtype, device=grad.device)
