@@ -26,8 +26,8 @@ for name in %(moved)r:
     module = importlib.import_module(name)
     want = os.path.join(*name.split(".")) + ".py"
     assert module.__file__.endswith(want), (name, module.__file__)
-kernels_cls = pickle.loads(b"cmx_sparse._accelerator.batch_norm_relu\nTorchOperatorKernels\n.")
-assert kernels_cls is sys.modules["mx_sparse._accelerator.batch_norm_relu"].TorchOperatorKernels
+kernels_cls = pickle.loads(b"cmx_sparse._cuda.tiles\nTile\n.")
+assert kernels_cls is sys.modules["mx_sparse._cuda.tiles"].Tile
 
 # the old class path comes first: a whole-model pickle (torch.save) written before the move
 cls = pickle.loads(b"cmx_sparse.ops.sparse_conv\nSubMConv3d\n.")
