@@ -8,12 +8,12 @@ import torch
 from . import op_args
 
 
-def pack(idx, shape, shift=None, scale=None):
-    """((b*S0 + c0*scale0 + shift0)*S1 + ...) for rows idx [N, 1+nd] (int32 or int64), as its
-    expansion sum_d (c_d*scale_d + shift_d) * W_d + b * W_b (W_d: the product of the sizes after
-    axis d, W_b of all): one addcmul with two constant vectors and one row sum, two kernels. The
-    same integer polynomial as the nested form, so the same int64 keys bit for bit (int64
-    wrap-around included, for rows outside the grid that a later check rejects)."""
+def _expansion(shape, shift, scale):
+    """The key polynomial ((b*S0 + c0*scale0 + shift0)*S1 + ...) written out as
+    b*W_b + sum_d c_d*(scale_d*W_d) + sum_d shift_d*W_d (W_d: the product of the sizes after axis
+    d, W_b of all): (W_b, [scale_d*W_d], [shift_d*W_d]). Integer arithmetic, exact modulo 2^64, so
+    every order of summing it gives the same int64 keys bit for bit (wrap-around included, for rows
+    outside the grid that a later check rejects). The one form of key packing here."""
     nd = len(shape)
     scale = [1] * nd if scale is None else list(scale)
     shift = [0] * nd if shift is None else list(shift)
@@ -21,25 +21,28 @@ def pack(idx, shape, shift=None, scale=None):
     for d in reversed(range(nd)):
         weights[d], shifts[d] = after * scale[d], after * shift[d]
         after *= shape[d]
-    key = ("pack", tuple(shape), tuple(shift), tuple(scale))
-    w = _constant(key + ("w",), idx.device, lambda dev: _vector([after] + weights, dev))
+    return after, weights, shifts
+
+
+def pack(idx, shape, shift=None, scale=None):
+    """The keys of rows idx [N, 1+nd] (int32 or int64): one addcmul with two constant vectors and
+    one row sum (two kernels)."""
+    batch_weight, weights, shifts = _expansion(shape, shift, scale)
+    key = ("pack", tuple(shape), tuple(shifts), tuple(weights))
+    w = _constant(key + ("w",), idx.device, lambda dev: _vector([batch_weight] + weights, dev))
     b = _constant(key + ("b",), idx.device, lambda dev: _vector([0] + shifts, dev))
     return torch.addcmul(b, idx, w).sum(1)
 
 
 def pack_columns(batch, coords, shape, shift=None, scale=None):
-    """The key of ``pack`` (the same polynomial, nested form) from the batch and one coordinate
-    tensor per axis (int64, broadcast together: the pair builders pass each axis's coordinates over
-    its own kernel dimension, which ``pack``'s one [N, 1+nd] operand cannot take):
-    one kernel per axis (c + key*S as one add), the shifts' part folded into one constant added
-    at the end (exact: integers, and every partial sum lies below the key)."""
-    key, constant = batch, 0
-    for d, s in enumerate(shape):
-        c = coords[d]
-        if scale is not None and scale[d] != 1:
-            c = c * scale[d]
-        key = torch.add(c, key, alpha=s)
-        constant = constant * s + (shift[d] if shift is not None else 0)
+    """The keys of ``pack`` from the batch and one coordinate tensor per axis (int64, broadcast
+    together: the pair builders pass each axis's coordinates over its own kernel dimension, which
+    ``pack``'s one [N, 1+nd] operand cannot take): one kernel per axis, the shifts' part added once."""
+    batch_weight, weights, shifts = _expansion(shape, shift, scale)
+    key = batch * batch_weight
+    for c, w in zip(coords, weights):
+        key = torch.add(key, c, alpha=w)
+    constant = sum(shifts)
     return key + constant if constant else key
 
 
