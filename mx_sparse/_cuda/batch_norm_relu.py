@@ -38,17 +38,6 @@ OPTIONS = {"enable_fp_fusion": False, "maxnreg": 128}
 FEATURE_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 
 
-@functools.lru_cache(maxsize=None)
-def _kernels():
-    """The Triton kernel module, imported on first use (as launch.kernels does for the gathers)."""
-    try:
-        from . import batch_norm_kernels
-    except ImportError as e:
-        raise RuntimeError(f"mx_sparse: the CUDA backend's BatchNorm kernels are written in Triton, which is not "
-                           f"installed ({e}); {launch.TRITON_HINT}") from e
-    return batch_norm_kernels
-
-
 def compute_dtype(dtype):
     """The dtype the kernels compute (and keep scale and shift) in for features of ``dtype``."""
     return torch.float64 if dtype == torch.float64 else torch.float32
@@ -111,8 +100,8 @@ def _in_place_target(t):
 
 
 def _launch(kernel_name, op, dtype, tile, grid, tensors, *args, **constexprs):
-    launch.run(getattr(_kernels(), kernel_name), op, launch.operand_type(dtype), tile, grid, tensors, *args,
-               num_warps=WARPS, num_stages=1, **OPTIONS, **constexprs)
+    launch.run(getattr(launch.batch_norm_kernels(), kernel_name), op, launch.operand_type(dtype), tile, grid,
+               tensors, *args, num_warps=WARPS, num_stages=1, **OPTIONS, **constexprs)
 
 
 def forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):

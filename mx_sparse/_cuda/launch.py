@@ -89,6 +89,13 @@ def map_kernels():
     return module
 
 
+def batch_norm_kernels():
+    """The Triton kernels of the fused BatchNorm+ReLU (batch_norm_kernels.py), imported on first use."""
+    kernels()                 # the same clear error where triton is missing
+    from . import batch_norm_kernels as module
+    return module
+
+
 _interpreting = []
 
 
