@@ -67,8 +67,7 @@ def test_every_session_together():
     assert sum(passed for passed, _ in DONE.values()) >= 200
     launched = set().union(*(kernels for _, kernels in DONE.values()))
     assert {"gather_mm", "gather_mm_backprop_filter", "sum_splits"} <= launched
-    assert {"bn_row_sums", "bn_mean", "bn_squared_deviations", "bn_coefficients", "bn_scale_shift_relu",
-            "bn_backward_sums", "bn_backward_coefficients", "bn_backward_dx"} <= launched
+    assert {"bn_moments", "bn_normalize_relu", "bn_scale_shift_relu", "bn_backward_sums", "bn_backward_dx"} <= launched
 
 
 def test_importance_and_open3d_surface_through_the_cuda_path():
