@@ -45,7 +45,7 @@ def test_cpu_batch_norm_runs_the_triton_kernels():
     y, mean, invstd, scale, shift = torch.ops.mx_sparse.batch_norm_relu_forward(x, None, None, None, None, True,
                                                                               0.1, 1e-5)
     torch.ops.mx_sparse.batch_norm_relu_backward(torch.ones_like(x), x, mean, invstd, None, scale, shift, True)
-    assert bn_launches() == before + 8
+    assert bn_launches() == before + 4     # forward: moments, normalize+ReLU; backward: sums, dx
     torch.testing.assert_close(y, torch.relu(torch.nn.functional.batch_norm(x, None, None, training=True)))
 
 
