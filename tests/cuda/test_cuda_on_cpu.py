@@ -28,7 +28,7 @@ pytestmark = cpu_is_cuda_path
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (file, shards): each child session a few minutes at most on a loaded 2-core machine
-SESSIONS = [("tests/test_conv_dense_reference.py", 2), ("tests/test_conv_property.py", 2),
+SESSIONS = [("tests/test_conv_dense_reference.py", 2), ("tests/test_conv_property.py", 1),
             ("tests/test_batch_norm_relu.py", 1), ("tests/test_sequential.py tests/test_edge_cases.py", 1),
             ("tests/cuda/cuda_path_checks.py", 1)]
 CASES = [(f, i, n) for f, n in SESSIONS for i in range(n)]
