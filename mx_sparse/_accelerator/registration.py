@@ -6,8 +6,9 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   binding is loaded (it supplies the NPU primitives).
 - The five primitives: the torch-operator fallbacks (fallback.py) under
   CompositeExplicitAutograd, i.e. for every device without a kernel of its own; the two Triton
-  gathers and two Triton map primitives (mx_sparse._cuda: _conv_out_keys, _sorted_key_lookup) for CUDA; the AscendC kernels for PrivateUse1 (registered by the
-  C++ binding, kernels/ascend/binding/mx_sparse_npu.cpp).
+  gathers and two Triton map primitives (mx_sparse._cuda: _conv_out_keys, _sorted_key_lookup)
+  for CUDA; the AscendC kernels for PrivateUse1 (registered by the C++ binding,
+  kernels/ascend/binding/mx_sparse_npu.cpp).
 - The fused BatchNorm+ReLU's implementation, chosen inside the orchestration by device type
   (batch_norm_relu.use_kernels): the Triton kernels (mx_sparse._cuda.batch_norm_relu) for CUDA
   tensors; for NPU tensors (and every other device) a few torch operators
@@ -27,7 +28,8 @@ import warnings
 
 import torch
 
-from . import batch_norm_operators, batch_norm_relu, conv_map_at, conv_transpose_map, fallback, gather_mm, neighbor_map, packed_map, sparse_pool
+from . import (batch_norm_operators, batch_norm_relu, conv_map_at, conv_transpose_map, fallback, gather_mm, neighbor_map,
+               packed_map, sparse_pool)
 
 ORCHESTRATION = {
     "build_subm_map": neighbor_map.build_subm_map,
@@ -77,10 +79,12 @@ def packs_maps(device_type: str) -> bool:
     key = _cpu_served_as[-1] if device_type == "cpu" and _cpu_served_as else _KEYS.get(device_type)
     return PACKS_MAPS.get(key, True)
 
+
 def orchestration_serves(device_type: str) -> bool:
     """True where this package's orchestration serves ``device_type``'s tensors: CUDA, NPU, and the
     CPU under MXS_CUDA_ON_CPU=1 or MXS_NPU_ON_CPU=1 (elsewhere the C++ CPU kernels)."""
     return device_type != "cpu" or bool(_cpu_served_as)
+
 
 CUDA_ON_CPU_ENV = "MXS_CUDA_ON_CPU"
 NPU_ON_CPU_ENV = "MXS_NPU_ON_CPU"
