@@ -3,10 +3,10 @@ CUDA and CPU. The device of the tensors picks the backend through the PyTorch
 dispatcher."""
 from .ascend_build_info import point_runtime_at_vendor_tree as _point_at_ops
 _point_at_ops()  # the installed AscendC op package on ASCEND_CUSTOM_OPP_PATH, before _op_registration imports torch_npu
+from . import environment as _environment
 try:
     # every invalid MXS_* value (and MXS_CUDA_ON_CPU with Triton's interpreter off) refused at once,
     # before the registrations read the switches
-    from . import environment as _environment
     _environment.check()
 except (ImportError, ValueError) as _error:
     _environment.exit_if_reporting(_error)   # python -m mx_sparse: the message, no traceback
