@@ -8,27 +8,26 @@ it only when a plan is first built).
                      present[t, k] = 1 where some row of the tile has offset k, counts[t] their
                      number, offsets[t] the present offsets ascending, then the absent ones
                      ascending (what a stable sort of the absent flags gives)
+  tile_lists_kernel: for gate g of the weight-gradient kernel (tile_lists.py): counts[g] = the
+                     tiles in which one of its offsets first(g)..last(g) is present, and column
+                     g of lists those tiles ascending, then the others ascending
 
 Every value is an integer function of the map: the same on any device and in any order of work.
 """
 import triton
 import triton.language as tl
 
-_SCALARS = ["m", "kvol", "bits"]
+_SCALARS = ["m", "kvol", "bits", "tiles", "gates", "cin", "block_k", "span"]
 
 
-# Reductions through tl.reduce / tl.associative_scan with these combiners, not tl.sum / tl.max /
-# tl.cumsum: those are jit functions of triton.language, compiled when it is imported, and torch
-# may import triton before MXS_CUDA_ON_CPU=1 sets TRITON_INTERPRET; the interpreter then cannot
-# call them. Combiners defined here are made with the interpreter's jit.
-@triton.jit
-def _add(a, b):
-    return a + b
-
-
-@triton.jit
-def _max(a, b):
-    return tl.maximum(a, b)
+# Reductions through tl.reduce / tl.associative_scan with triton.language's own sum and max
+# combiners, not tl.sum / tl.max / tl.cumsum: those are jit functions of triton.language that
+# torch may have imported (compiled) before MXS_CUDA_ON_CPU=1 set TRITON_INTERPRET, which the
+# interpreter then cannot call. It never calls these two: it recognises them by identity and
+# sums (scans, takes the maximum) with NumPy -- where any other combiner runs element by element
+# through Python (a 1024-tile scan took seconds per program).
+_add = tl.standard._sum_combine
+_max = tl.standard._elementwise_max
 
 
 @triton.jit(do_not_specialize=_SCALARS)
@@ -74,5 +73,52 @@ def tile_plan_kernel(nbr, order, order32, counts, offsets, present, m, kvol,
         slot = tl.where(here == 1, seen_present + tl.associative_scan(here, 0, _add) - here,
                         total + seen_absent + tl.associative_scan(absent, 0, _add) - absent)
         tl.store(offsets + base + slot, ks.to(tl.int32), mask=live_k)
+        seen_present += tl.reduce(here, 0, _add)
+        seen_absent += tl.reduce(absent, 0, _add)
+
+
+@triton.jit
+def _gate_flags(present, t, live_t, g, kvol, cin, block_k, span, ALIGNED: tl.constexpr, BLOCK_T: tl.constexpr):
+    """1 where gate g is present in tile t (live_t: t < tiles): ALIGNED, offset g; otherwise one of
+    the offsets first..last its block of (offset, channel) pairs [g * block_k, + block_k) spans
+    (at most ``span`` of them)."""
+    if ALIGNED:
+        flags = (tl.load(present + t * kvol + g, mask=live_t, other=0) != 0).to(tl.int32)
+    else:
+        r0 = g * block_k
+        first = r0 // cin
+        last = (tl.minimum(r0 + block_k, kvol * cin) - 1) // cin
+        flags = tl.full((BLOCK_T,), 0, tl.int32)
+        for j in range(span):
+            live_k = live_t & (first + j <= last)
+            here = tl.load(present + t * kvol + (first + j), mask=live_k, other=0) != 0
+            flags = tl.maximum(flags, here.to(tl.int32))
+    return flags
+
+
+@triton.jit(do_not_specialize=_SCALARS)
+def tile_lists_kernel(present, lists, counts, tiles, kvol, gates, cin, block_k, span,
+                      ALIGNED: tl.constexpr, BLOCK_T: tl.constexpr):
+    # program: one gate; the lists table is [tiles, gates], the gate's column strided by gates
+    g = tl.program_id(0)
+    stride = gates.to(tl.int64)
+    # pass 1: how many tiles the gate is present in (where its absent tiles start)
+    total = 0
+    for t0 in range(0, tiles, BLOCK_T):
+        t = t0 + tl.arange(0, BLOCK_T)
+        total += tl.reduce(_gate_flags(present, t.to(tl.int64), t < tiles, g, kvol, cin, block_k, span, ALIGNED,
+                                         BLOCK_T), 0, _add)
+    tl.store(counts + g, total)
+    # pass 2: each tile's place in the column, a running count of its kind (present, absent)
+    seen_present = 0
+    seen_absent = 0
+    for t0 in range(0, tiles, BLOCK_T):
+        t = t0 + tl.arange(0, BLOCK_T)
+        live_t = t < tiles
+        here = _gate_flags(present, t.to(tl.int64), live_t, g, kvol, cin, block_k, span, ALIGNED, BLOCK_T)
+        absent = tl.where(live_t, 1 - here, 0)
+        place = tl.where(here == 1, seen_present + tl.associative_scan(here, 0, _add) - here,
+                         total + seen_absent + tl.associative_scan(absent, 0, _add) - absent)
+        tl.store(lists + place.to(tl.int64) * stride + g, t, mask=live_t)
         seen_present += tl.reduce(here, 0, _add)
         seen_absent += tl.reduce(absent, 0, _add)

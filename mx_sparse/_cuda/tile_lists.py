@@ -12,14 +12,22 @@ branch:
                         (then the others, ascending: never read)
   counts int32 [G]      how many of them
 
-Built on the device by torch (running counts and a scatter, no host read) and cached per plan (weakly on its
+Built on the device by one Triton launch (plan_kernels.tile_lists_kernel: a program per gate, a
+count then a running count down the tiles; no host read) and cached per plan (weakly on its
 ``present`` tensor, which a rebuilt plan replaces), so a map shared by several layers builds
-its offset lists once.
+its offset lists once. ``reference_build`` is the same table from torch operators (about a
+dozen per plan), what the kernel is tested against.
 """
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from . import launch
+
 _cache = WeakIdKeyDictionary()
+# Tiles per step of the kernel's loop, and its warps (the compile check, cubins.py: 1024 tiles
+# spilled a few bytes on sm_80 with 4, 8 and 16 warps, 256 on sm_90 with 4; 512 with 4 none).
+BLOCK_T = 512
+WARPS = 4
 
 
 def _gate_flags(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block_k: int) -> torch.Tensor:
@@ -35,7 +43,34 @@ def _gate_flags(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block
     return (running.index_select(1, last + 1) - running.index_select(1, first)) > 0
 
 
+def gates(aligned: bool, kvol: int, cin: int, block_k: int) -> int:
+    """The weight-gradient kernel's gates: the offsets (aligned), else its blocks of block_k pairs."""
+    return kvol if aligned else -(-kvol * cin // block_k)
+
+
+def span(cin: int, block_k: int) -> int:
+    """The most offsets one block of ``block_k`` (offset, channel) pairs can touch."""
+    return (block_k - 1) // cin + 2
+
+
 def build(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block_k: int):
+    """(lists, counts) of the plan whose tile gate is ``present`` [T, kvol] (int32, 1 where the
+    offset is present): one launch of plan_kernels.tile_lists_kernel."""
+    tiles, dev = present.shape[0], present.device
+    g = gates(aligned, kvol, cin, block_k)
+    lists = torch.empty((tiles, g), dtype=torch.int32, device=dev)
+    counts = torch.empty((g,), dtype=torch.int32, device=dev)
+    if tiles == 0:
+        return lists, counts.zero_()
+    if present.dtype != torch.int32:
+        present = present.int()
+    launch.run(launch.plan_kernels().tile_lists_kernel, "tile_lists", "int32", f"t{BLOCK_T}" + ("a" if aligned else ""),
+               (g,), (launch.aligned(present), lists, counts), tiles, kvol, g, cin, block_k, span(cin, block_k),
+               ALIGNED=bool(aligned), BLOCK_T=BLOCK_T, num_warps=WARPS)
+    return lists, counts
+
+
+def reference_build(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block_k: int):
     """(lists, counts) of the plan whose tile gate is ``present`` [T, kvol]. Each tile's place
     in its gate's list is a running count down the tiles (present tiles first, then the absent
     ones), written by a scatter: elementwise work on contiguous tensors, no sort, nothing read

@@ -1,11 +1,13 @@
 """mx_sparse/_cuda/tile_lists.py: the weight-gradient kernel's per-gate compacted tile lists
-against a direct Python reference (each gate's tiles in which one of its offsets is present,
-ascending, first), for the aligned gates (one offset each) and the generic ones (blocks of
+(the Triton kernel, interpreted, and the torch formulation it replaced) against a direct Python
+reference (each gate's tiles in which one of its offsets is present, ascending, first), for the aligned gates (one offset each) and the generic ones (blocks of
 (offset, channel) pairs spanning offsets), and the per-plan cache."""
 import pytest
 import torch
 
 from mx_sparse._cuda import tile_lists
+
+BUILDERS = {"kernel": tile_lists.build, "torch": tile_lists.reference_build}
 
 
 def _reference(present, aligned, kvol, cin, block_k):
@@ -20,11 +22,12 @@ def _reference(present, aligned, kvol, cin, block_k):
 
 @pytest.mark.parametrize("aligned,kvol,cin,block_k", [(True, 27, 16, 16), (False, 27, 3, 16), (False, 8, 5, 32),
                                                       (False, 1, 4, 16), (False, 125, 3, 32)])
-def test_lists_match_the_reference(aligned, kvol, cin, block_k):
+@pytest.mark.parametrize("builder", sorted(BUILDERS))
+def test_lists_match_the_reference(builder, aligned, kvol, cin, block_k):
     g = torch.Generator().manual_seed(kvol + cin)
     present = (torch.rand(13, kvol, generator=g) < 0.3).int()
     present[5] = 0                                  # a tile with no offset
-    lists, counts = tile_lists.build(present, aligned, kvol, cin, block_k)
+    lists, counts = BUILDERS[builder](present, aligned, kvol, cin, block_k)
     expected = _reference(present, aligned, kvol, cin, block_k)
     assert lists.dtype == counts.dtype == torch.int32 and lists.is_contiguous()
     assert lists.shape == (13, len(expected))
@@ -42,3 +45,23 @@ def test_cached_per_plan_and_gate_shape():
     generic = tile_lists.lists(present, False, 2, 3, 16)
     assert generic is not first and tile_lists.lists(present, False, 2, 3, 16) is generic
     assert tile_lists.lists(present.clone(), True, 2, 16, 16) is not first  # another plan's tensor
+
+
+@pytest.mark.parametrize("aligned,kvol,cin,block_k", [(True, 27, 32, 16), (False, 27, 4, 16), (False, 27, 3, 16),
+                                                      (False, 8, 5, 32), (False, 125, 3, 32), (False, 2, 40, 16)])
+@pytest.mark.parametrize("density", [0.02, 0.5])
+def test_kernel_equals_the_torch_formulation(aligned, kvol, cin, block_k, density):
+    """Random tile masks over more tiles than one step of the kernel's loop (a ragged last step):
+    the kernel's whole table, the never-read tail of each column included, is the torch one's."""
+    g = torch.Generator().manual_seed(kvol * 7 + cin)
+    tiles = tile_lists.BLOCK_T + 77
+    present = (torch.rand(tiles, kvol, generator=g) < density).int()
+    lists, counts = tile_lists.build(present, aligned, kvol, cin, block_k)
+    want_lists, want_counts = tile_lists.reference_build(present, aligned, kvol, cin, block_k)
+    assert counts.dtype == torch.int32 and torch.equal(counts, want_counts)
+    assert lists.dtype == torch.int32 and torch.equal(lists, want_lists)
+
+
+def test_no_tiles():
+    lists, counts = tile_lists.build(torch.zeros((0, 27), dtype=torch.int32), False, 27, 3, 16)
+    assert lists.shape == (0, 6) and counts.tolist() == [0] * 6

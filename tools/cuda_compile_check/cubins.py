@@ -142,11 +142,11 @@ def batch_norm_configurations():
 # and map_plan.py launch them. Triton's interpreter runs kernels a compiler refuses (a plain Python
 # global read in a kernel: seen on an H100), so every one of them is compiled here too.
 MAP_KERNELS = ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "first_of_runs_kernel", "compact_runs_kernel",
-               "row_mask_kernel", "tile_plan_kernel")
+               "row_mask_kernel", "tile_plan_kernel", "tile_lists_kernel")
 
 
 def map_configurations():
-    from mx_sparse._cuda import map_plan, map_primitives
+    from mx_sparse._cuda import map_plan, map_primitives, tile_lists
     block = {"BLOCK": map_primitives.BLOCK}
     axes = {f"{a}{d}": "i32" for a in "okspd" for d in range(map_primitives.MAX_AXES)}
     for ndim in range(1, map_primitives.MAX_AXES + 1):
@@ -172,6 +172,11 @@ def map_configurations():
                    {"nbr": "*i32", "order": "*i64", "order32": "*i32", "counts": "*i32", "offsets": "*i32",
                     "present": "*i32", "m": "i32", "kvol": "i32", "BLOCK_M": "constexpr", "BLOCK_K": "constexpr"},
                    {"BLOCK_M": block_m, "BLOCK_K": min(map_plan._pow2(kvol), map_plan.MAX_OFFSET_BLOCK)}, {})
+    for aligned in (False, True):
+        yield ("tile_lists_kernel", "int32", "-", f"t{tile_lists.BLOCK_T}" + ("a" if aligned else ""),
+               {"present": "*i32", "lists": "*i32", "counts": "*i32", "tiles": "i32", "kvol": "i32", "gates": "i32",
+                "cin": "i32", "block_k": "i32", "span": "i32", "ALIGNED": "constexpr", "BLOCK_T": "constexpr"},
+               {"ALIGNED": aligned, "BLOCK_T": tile_lists.BLOCK_T}, {"num_warps": tile_lists.WARPS})
 
 
 _PTXAS = re.compile(r"Used (\d+) registers")
