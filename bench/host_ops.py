@@ -98,7 +98,7 @@ class HostOpCounter(TorchDispatchMode):
 # The Triton kernels whose outputs no count depends on: the compute kernels, and the map plans'
 # (bench.cuda_work computes the schedule from the plans' torch version). The map primitives'
 # kernels run (interpreted): the maps are built from their outputs.
-STUBBED_KERNELS = {"gather_mm", "gather_mm_backprop_filter", "sum_splits", "row_mask", "tile_plan", "tile_lists"}
+STUBBED_KERNELS = {"gather_mm", "gather_mm_backprop_filter", "row_mask", "tile_plan", "tile_lists"}
 
 
 def _stub_triton_launches(run_map_kernels=True):

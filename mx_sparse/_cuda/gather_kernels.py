@@ -4,7 +4,8 @@ only when a kernel is first needed).
   gather_mm_kernel:        out[m] = sum_k features[nbr[m, k]] @ weight[k]          (one group)
   filter_splits_kernel:    partial[s, k] = sum over the rows m of split s of
                            features[nbr[m, k]]^T (x) grad[m]                       (one group)
-  sum_splits_kernel:       dW = partial[0] + partial[1] + ... in split order
+                           and, by the last split program of each block of dW,
+                           dW = partial[0] + partial[1] + ... in split order
 
 Sorted, mask-gated implicit GEMM. Both kernels walk the map's rows in the order of the map's
 plan (map_plan.py: rows sorted by neighbour bitmask, in tiles of BLOCK_M rows, with each tile's
@@ -23,7 +24,9 @@ blocks row-contiguous (coalesced) and transposes them in registers.
 Output-stationary: a program owns its block of outputs and its accumulator, so there are no
 atomics on values and every sum runs in a fixed order: a row's present offsets ascending
 (gather), a program's tiles ascending (filter), splits ascending; inside one tl.dot the GPU's
-MMA/FMA order, fixed for a given tile. Results repeat bit for bit run to run.
+MMA/FMA order, fixed for a given tile. Results repeat bit for bit run to run. The filter's splits
+are added by whichever of a block's split programs finishes last (an integer ticket counted
+atomically: which program that is varies, the order of the sum it runs does not).
 
 Addresses are computed in int64: rows x channels exceeds 2^31 on large scenes. A map entry
 outside [-1, rows of features) is never read (masked); the host side rejects such maps.
@@ -48,7 +51,7 @@ interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars 
 # Scalar arguments are not specialised (Triton would otherwise compile another variant for each
 # value 1 and each multiple of 16 it meets): every launch runs one of the variants that
 # cubins.py compiles and checks. Pointers are 16-byte aligned (launch.run ensures it).
-_SCALARS = ["m", "n_in", "kvol", "cin", "cout", "gates", "splits", "size"]
+_SCALARS = ["m", "n_in", "kvol", "cin", "cout", "gates", "splits"]
 
 
 @triton.jit
@@ -126,11 +129,11 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
 
 
 @triton.jit(do_not_specialize=_SCALARS[:7])
-def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, partial, counter,
+def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, partial, dw, tickets, counter,
                          m, n_in, kvol, cin, cout, gates, splits,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
-                         ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
+                         ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr, SUM_SPLITS: tl.constexpr):
     # program (block of (offset, input channel) pairs, Cout block, split). The program's gate
     # (ALIGNED: its one offset; else its block of pairs) has a compacted list of the plan's tiles
     # in which it is present (tile_lists.py: column gate of a [tiles, gates] table); split s runs entries s, s + splits, ... of it, so
@@ -191,15 +194,23 @@ def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, pa
         result = tl.trans(acc)
     else:
         result = acc
-    dst = (split.to(tl.int64) * kvol * cin + r[:, None]) * cout + co[None, :]
-    tl.store(partial + dst, result, mask=r_live[:, None] & co_live[None, :])
-
-
-@triton.jit(do_not_specialize=_SCALARS[6:])
-def sum_splits_kernel(partial, out, splits, size, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    live = offs < size
-    acc = tl.load(partial + offs, mask=live, other=0.0)
-    for s in range(1, splits):
-        acc += tl.load(partial + (s * size + offs), mask=live, other=0.0)
-    tl.store(out + offs, acc.to(out.dtype.element_ty), mask=live)
+    size = kvol.to(tl.int64) * cin * cout
+    tl.store(partial + (split * size + r[:, None].to(tl.int64) * cout + co[None, :]), result,
+             mask=r_live[:, None] & co_live[None, :])
+    if SUM_SPLITS:
+        # (partial is not dW: several splits, or dW narrower than the accumulator) the block's
+        # split programs take a ticket once their partial is stored; the last adds the splits in
+        # ascending order into dW and puts the ticket back to 0 for the next launch on the stream
+        tl.debug_barrier()          # every thread's stores before the ticket (released with it)
+        ticket_of = tickets + (pid_r * tl.num_programs(1) + pid_n)
+        ticket = tl.atomic_add(ticket_of, 1, sem="acq_rel", scope="gpu")
+        if ticket == splits - 1:
+            block = r[:, None].to(tl.int64) * cout + co[None, :]      # this program's entries of one dW
+            live = r_live[:, None] & co_live[None, :]
+            total = tl.load(partial + block, mask=live, other=0.0, cache_modifier=".cg")
+            split_base = partial        # advanced a split at a time (s * size spilled on sm_90)
+            for _ in range(1, splits):
+                split_base += size
+                total += tl.load(split_base + block, mask=live, other=0.0, cache_modifier=".cg")
+            tl.store(dw + block, total.to(dw.dtype.element_ty), mask=live)
+            tl.atomic_xchg(ticket_of, 0, sem="relaxed", scope="gpu")

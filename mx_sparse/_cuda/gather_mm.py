@@ -103,27 +103,39 @@ def gather_mm_backprop_filter_one_group(features, grad, nbr):
     plan = map_plan.plan(nbr, tile.block_m, n_in)
     # each program's compacted list of the tiles its offsets are present in (no in-loop branch)
     lists, counts = tile_lists.lists(plan.present, tile.aligned, kvol, cin, tile.block_k)
-    k = launch.kernels()
     if splits == 1 and dw.dtype == acc:       # one split: the kernel writes dW itself
         partial = dw
-    else:
+    else:                                     # the last split program of a block adds them into dW
         partial = torch.empty((splits, kvol, cin, cout), dtype=acc, device=features.device)
+    tickets = split_tickets(features, blocks_k * blocks_n)
     counter = launch.step_counter(features)
     constants = launch.dot_constants(features.dtype)
-    launch.run(k.filter_splits_kernel, "gather_mm_backprop_filter", dtype, tile.name(),
-               (blocks_k, blocks_n, splits), (features, grad, nbr, plan.order, lists, counts, partial, counter),
+    launch.run(launch.kernels().filter_splits_kernel, "gather_mm_backprop_filter", dtype, tile.name(),
+               (blocks_k, blocks_n, splits), (features, grad, nbr, plan.order, lists, counts, partial, dw, tickets, counter),
                m, n_in, kvol, cin, cout, lists.shape[1], splits,
                BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
-               CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile),
+               CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile), SUM_SPLITS=partial is not dw,
                num_warps=tile.num_warps, num_stages=tile.num_stages, **constants, **launch.count_constant())
     launch.record_steps("gather_mm_backprop_filter", counter)
-    if partial is dw:
-        return dw
-    size = dw.numel()
-    # the splits added in ascending order: a fixed order, so dW repeats bit for bit
-    launch.run(k.sum_splits_kernel, "sum_splits", dtype, f"b{tiles.SUM_SPLITS_BLOCK}",
-               (_cdiv(size, tiles.SUM_SPLITS_BLOCK),), (partial, dw), splits, size, BLOCK=tiles.SUM_SPLITS_BLOCK)
     return dw
+
+
+# (device, stream) -> the filter kernel's split tickets: int32 zeros, one per block of dW, which
+# the last split program of a block sets back to 0 (so no launch zeroes them). Launches on one
+# stream run one after another and never share a ticket while counting; another stream has
+# its own. Grown (a fresh zeroed tensor) when a launch needs more.
+_tickets = {}
+MIN_TICKETS = 4096
+
+
+def split_tickets(like: torch.Tensor, blocks: int) -> torch.Tensor:
+    if launch.is_fake(like):
+        return like.new_zeros((max(blocks, 1),), dtype=torch.int32)
+    stream = torch.cuda.current_stream(like.device).stream_id if like.is_cuda else None
+    found = _tickets.get((like.device, stream))
+    if found is None or found.numel() < blocks:
+        found = _tickets[(like.device, stream)] = like.new_zeros((max(blocks, MIN_TICKETS),), dtype=torch.int32)
+    return found
 
 
 PRIMITIVES = {

@@ -99,7 +99,8 @@ def _warps(dtype: str, block_n: int, block_k: int, aligned: bool, filter_kernel:
     the generic filter kernel's half tiles 4 at 16 columns (2 took 162-166 registers on 3.6) and
     8 at 32+ (4 spilled 8 B); 8 where 4 spilled on triton 3.6's sm_90: the generic gather's
     32-column half tiles of 32 pairs (4 B) and fp64 ones (24 B), the aligned fp64 filter tile of
-    64 columns (40 B)."""
+    64 columns (40 B); and the generic one since the filter kernel adds its splits itself (4 B on
+    triton 3.8's sm_90)."""
     half = dtype in ("fp16", "bf16")
     if filter_kernel and not aligned and half:
         return 4 if block_n <= 16 else 8
@@ -107,7 +108,7 @@ def _warps(dtype: str, block_n: int, block_k: int, aligned: bool, filter_kernel:
         return 2
     if not filter_kernel and not aligned and block_n == 32 and ((half and block_k == 32) or dtype == "fp64"):
         return 8
-    if filter_kernel and aligned and dtype == "fp64" and block_n == 64:
+    if filter_kernel and dtype == "fp64" and block_n == 64:
         return 8
     return 4
 
@@ -143,8 +144,9 @@ def channels_first(dtype: str, precision: str, tile: Tile) -> bool:
 
 
 # Splits of the filter gradient: split s of a program sums entries s, s + splits, ... of its
-# tile list; the splits are added in ascending order afterwards (sum_splits), so the split
-# count (from the shapes alone) changes the summation order only with the shapes.
+# tile list; the splits are added in ascending order afterwards (by the block's last split
+# program, gather_kernels.filter_splits_kernel), so the split count (from the shapes alone)
+# changes the summation order only with the shapes.
 MIN_SPLIT_ROWS = 256
 TARGET_FILTER_PROGRAMS = 1024
 MAX_SPLITS = 64
@@ -177,6 +179,3 @@ def _all(chooser):
 
 GATHER_TILES = _all(gather_tile)
 FILTER_TILES = _all(filter_tile)
-
-# The element-wise kernel that adds the filter gradient's splits: one block size.
-SUM_SPLITS_BLOCK = 1024

@@ -88,14 +88,20 @@ def test_empty_inputs(m, n_in, dtype):
     assert not out.any() and not dx.any() and not dw.any()
 
 
-def test_filter_gradient_over_several_splits():
-    """Enough rows for several row splits (summed in order by sum_splits_kernel)."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_filter_gradient_over_several_splits(dtype):
+    """Enough rows for several row splits, added in split order by each block's last split
+    program (float16: into the narrower dW): the reference's values, the same bits on a second
+    run, and every split ticket back at 0 for the next launch."""
+    from mx_sparse._cuda import gather_mm
     m = 3 * tiles.MIN_SPLIT_ROWS + 17
     splits, _ = tiles.filter_splits(m, 1, 1, 1, 64)
     assert splits > 1
-    features, weight, grad, nbr = operands(m, m, 1, 5, 7, 1, torch.float32, seed=9, density=0.8)
+    features, weight, grad, nbr = operands(m, m, 1, 5, 7, 1, dtype, seed=9, density=0.8)
     dw = CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, 1)
-    assert_close_to(dw, references(features, weight, grad, nbr, 1)[2], torch.float32, "filter gradient")
+    assert_close_to(dw, references(features, weight, grad, nbr, 1)[2], dtype, "filter gradient")
+    assert torch.equal(CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, 1), dw)
+    assert not gather_mm.split_tickets(features, 1).any()
 
 
 def _shape_for(kernel, dtype, tile):

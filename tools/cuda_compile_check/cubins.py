@@ -61,7 +61,8 @@ def configurations():
                             "offsets": "*i32", "out": ptr, "counter": "*i64"}
             else:
                 pointers = {"features": ptr, "grad": ptr, "nbr": "*i32", "order": "*i32", "tile_lists": "*i32",
-                            "tile_counts": "*i32", "partial": POINTER[ACC[dtype]], "counter": "*i64"}
+                            "tile_counts": "*i32", "partial": POINTER[ACC[dtype]], "dw": ptr, "tickets": "*i32",
+                            "counter": "*i64"}
             signature = dict(pointers)
             signature.update(ints)
             signature.update({name: "i32" for name in extra})
@@ -70,14 +71,12 @@ def configurations():
                               "PRECISION": precision, "WIDEN": False, "ACC": acc_type[ACC[dtype]], "COUNT": False,
                               "ALIGNED": tile.aligned,
                               "CHANNELS_FIRST": tiles.channels_first(dtype, precision, tile)}
+                if kernel == "filter_splits_kernel":
+                    # the variant that adds the splits (SUM_SPLITS=False is it without that epilogue)
+                    constexprs["SUM_SPLITS"] = True
                 signature.update({name: "constexpr" for name in constexprs})
                 options = {"num_warps": tile.num_warps, "num_stages": tile.num_stages}
                 yield kernel, dtype, precision, tile.name(), dict(signature), constexprs, options
-    for dtype in tiles.DTYPES:
-        signature = {"partial": POINTER[ACC[dtype]], "out": POINTER[dtype], "splits": "i32", "size": "i32",
-                     "BLOCK": "constexpr"}
-        yield ("sum_splits_kernel", dtype, "-", f"b{tiles.SUM_SPLITS_BLOCK}", signature,
-               {"BLOCK": tiles.SUM_SPLITS_BLOCK}, {"num_warps": 4, "num_stages": 1})
     yield from batch_norm_configurations()
     yield from map_configurations()
 
@@ -267,7 +266,7 @@ def problems(records):
             found.append(f"{name}: {r['registers']} registers > {MAX_REGISTERS}")
         if r["kernel"] in BATCH_NORM_KERNELS and r.get("fma", 0):
             found.append(f"{name}: {r['fma']} fused multiply-adds (the CPU kernels round a * b + c twice)")
-        if r["tile"].endswith("a") and r["kernel"] != "sum_splits_kernel" and r.get("ld_b16_scalar", 0):
+        if r["tile"].endswith("a") and r.get("ld_b16_scalar", 0):
             found.append(f"{name}: aligned variant with {r['ld_b16_scalar']} scalar 16-bit global loads")
         if (r["tile"].endswith("a") and r["kernel"] == "gather_mm_kernel" and r["dtype"] != "fp64"
                 and r.get("cp_async_4", 0) and not (r["precision"] == "tf32" and r.get("channels_first"))):
