@@ -65,35 +65,43 @@ def record_steps(name: str, counter: torch.Tensor) -> None:
         executed_macs[name] += int(counter.item())
 
 
+# The Triton kernel modules, imported on first use (importing triton takes seconds) and kept.
+_modules = {}
+
+
+def _module(name: str):
+    found = _modules.get(name)
+    if found is None:
+        import importlib
+        if "gather_kernels" not in _modules:
+            try:
+                _modules["gather_kernels"] = importlib.import_module(".gather_kernels", __package__)
+            except ImportError as e:
+                raise RuntimeError(f"mx_sparse: the CUDA backend's compute kernels are written in Triton, which is "
+                                   f"not installed ({e}); {TRITON_HINT}") from e
+        found = _modules[name] = importlib.import_module("." + name, __package__)
+    return found
+
+
 def kernels():
-    """The Triton kernel module, imported on first use."""
-    try:
-        from . import gather_kernels
-    except ImportError as e:
-        raise RuntimeError(f"mx_sparse: the CUDA backend's compute kernels are written in Triton, which is not "
-                           f"installed ({e}); {TRITON_HINT}") from e
-    return gather_kernels
+    """The Triton kernel module (gather_kernels.py), imported on first use."""
+    return _module("gather_kernels")
 
 
 def plan_kernels():
-    """The Triton kernels of the map plans (plan_kernels.py), imported on first use."""
-    kernels()                 # the same clear error where triton is missing
-    from . import plan_kernels as module
-    return module
+    """The Triton kernels of the map plans (plan_kernels.py), imported on first use (the same
+    clear error as ``kernels`` where triton is missing)."""
+    return _module("plan_kernels")
 
 
 def map_kernels():
     """The Triton kernels of the map primitives (map_kernels.py), imported on first use."""
-    kernels()                 # the same clear error where triton is missing
-    from . import map_kernels as module
-    return module
+    return _module("map_kernels")
 
 
 def batch_norm_kernels():
     """The Triton kernels of the fused BatchNorm+ReLU (batch_norm_kernels.py), imported on first use."""
-    kernels()                 # the same clear error where triton is missing
-    from . import batch_norm_kernels as module
-    return module
+    return _module("batch_norm_kernels")
 
 
 _interpreting = []
@@ -115,10 +123,24 @@ def operand_type(dtype: torch.dtype) -> str:
     return OPERAND_TYPES[dtype]
 
 
+def _tf32_switches():
+    """The getters of torch's two spellings of the TF32 switch: torch.backends.cuda.matmul's
+    attributes go through a Python __getattr__ (~2 us each, twice per launch), so the C getters
+    behind them are called directly where this torch has them."""
+    allow = getattr(torch._C, "_get_cublas_allow_tf32", None)
+    precision = getattr(torch._C, "_get_fp32_precision_getter", None)
+    if allow is None or precision is None:
+        matmul = torch.backends.cuda.matmul
+        return lambda: matmul.allow_tf32, lambda: getattr(matmul, "fp32_precision", None)
+    return allow, lambda: precision("cuda", "matmul")
+
+
+_allow_tf32, _fp32_precision = _tf32_switches()
+
+
 def tf32_allowed() -> bool:
     """torch's switch for TF32 in float32 matmuls (either spelling of it)."""
-    matmul = torch.backends.cuda.matmul
-    return bool(matmul.allow_tf32) or getattr(matmul, "fp32_precision", None) == "tf32"
+    return bool(_allow_tf32()) or _fp32_precision() == "tf32"
 
 
 _dot_constants = {}
@@ -160,16 +182,17 @@ def run(kernel, name: str, dtype_name: str, tile_name: str, grid, tensors, *args
     interpreted (TRITON_INTERPRET=1 required), on fake tensors not at all. Every tensor is
     contiguous and aligned (inputs through ``aligned``, outputs fresh)."""
     launches[(name, dtype_name, tile_name)] += 1
-    device, fake, empty = tensors[0].device, False, 0 in grid
-    for t in tensors:       # one pass (the ops checked all of this before: these guard the launcher)
-        assert t.device == device, f"{name}: kernel operands on several devices"
+    empty = 0 in grid
+    # one plain loop (a generator under all() took ~5 us a launch); the ops checked the devices
+    # before, this guards the launcher's promise to the compiled variant
+    for t in tensors:
         if isinstance(t, FakeTensor):
-            fake = True     # no data: checked and recorded, not run
-        elif not empty:
-            assert t.is_contiguous() and t.data_ptr() % ALIGNMENT == 0, f"{name}: unaligned operand"
-    if fake or empty:
+            return          # no data: checked and recorded, not run
+        if not empty and (not t.is_contiguous() or t.data_ptr() % ALIGNMENT):
+            raise AssertionError(f"{name}: unaligned operand")
+    if empty:
         return
-    if device.type == "cpu" and not interpreting():
+    if tensors[0].device.type == "cpu" and not interpreting():
         raise RuntimeError("mx_sparse: CPU tensors run the CUDA backend's Triton kernels only under Triton's "
                            "interpreter; set TRITON_INTERPRET=1 (or MXS_CUDA_ON_CPU=1) before importing triton")
     kernel[grid](*tensors, *args, **constexprs)

@@ -9,6 +9,7 @@ Every configuration the choosers below can return is listed in ``GATHER_TILES`` 
 sm_80 and sm_90 cubins (``tools/cuda_compile_check/cubins.py``), checking registers, spills and shared
 memory. A chooser that returned anything else fails the tests.
 """
+import functools
 from dataclasses import dataclass
 
 # The kernels' operand types: "fp32" (IEEE, or TF32 when the user allows it), "fp16" and "bf16"
@@ -82,6 +83,7 @@ def _step_k(dtype: str, kvol: int, cin_g: int, cout_g: int):
     return _block(kvol * cin_g, _widest_k(dtype)), False
 
 
+@functools.lru_cache(maxsize=4096)     # a function of its arguments, asked per launch
 def gather_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     """gather_mm: 32 sorted output rows per program (map_plan.py: the rows of a tile share their
     offsets best when tiles are small -- 64-row tiles issued 1.36x the useful work over a KITTI
@@ -113,6 +115,7 @@ def _warps(dtype: str, block_n: int, block_k: int, aligned: bool, filter_kernel:
     return 4
 
 
+@functools.lru_cache(maxsize=4096)     # a function of its arguments, asked per launch
 def filter_tile(dtype: str, kvol: int, cin_g: int, cout_g: int) -> Tile:
     """gather_mm_backprop_filter: a program owns block_k (offset, channel) rows x block_n
     columns of dW and sums the tiles of sorted map rows of its split in which one of its

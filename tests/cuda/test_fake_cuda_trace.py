@@ -203,10 +203,9 @@ def test_triton_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
     assert out.device.type == "cuda" and out.shape == (200, 16) and out.dtype == dtype
     dw = triton_primitives.gather_mm_backprop_filter_one_group(features, cuda(200, 16, dtype=dtype), nbr)
     assert dw.device.type == "cuda" and dw.shape == (27, 8, 16) and dw.dtype == dtype
-    # the map's plan (row keys, tiles: once, both gathers use 32-row tiles), gather, filter (one
-    # split of 200 rows: it writes dW itself where dW has the accumulator's dtype), and the sum of
-    # splits for half types
-    assert sum(launch.launches.values()) == before + 2 + (2 if dtype in (torch.float32, torch.float64) else 3)
+    # the map's plan (row keys, tiles: once, both gathers use 32-row tiles), gather, the filter's
+    # tile lists, filter (one split of 200 rows; for half types it also converts into dW itself)
+    assert sum(launch.launches.values()) == before + 2 + 1 + 1 + 1
     check(log, reads, [])
 
 
