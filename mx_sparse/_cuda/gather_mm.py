@@ -111,7 +111,8 @@ def gather_mm_backprop_filter_one_group(features, grad, nbr):
     counter = launch.step_counter(features)
     constants = launch.dot_constants(features.dtype)
     launch.run(launch.kernels().filter_splits_kernel, "gather_mm_backprop_filter", dtype, tile.name(),
-               (blocks_k, blocks_n, splits), (features, grad, nbr, plan.order, lists, counts, partial, dw, tickets, counter),
+               (blocks_k, blocks_n, splits),
+               (features, grad, nbr, plan.order, lists, counts, partial, dw, tickets, counter),
                m, n_in, kvol, cin, cout, lists.shape[1], splits,
                BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
                CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile), SUM_SPLITS=partial is not dw,

@@ -1,7 +1,8 @@
 """mx_sparse/_cuda/tile_lists.py: the weight-gradient kernel's per-gate compacted tile lists
 (the Triton kernel, interpreted, and the torch formulation it replaced) against a direct Python
-reference (each gate's tiles in which one of its offsets is present, ascending, first), for the aligned gates (one offset each) and the generic ones (blocks of
-(offset, channel) pairs spanning offsets), and the per-plan cache."""
+reference (each gate's tiles in which one of its offsets is present, ascending, first), for the
+aligned gates (one offset each) and the generic ones (blocks of (offset, channel) pairs spanning
+offsets), and the per-plan cache."""
 import pytest
 import torch
 
