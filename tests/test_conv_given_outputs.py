@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as tF
 
 import mx_sparse
-from mx_sparse import SparseConvTensor, given_outputs
+from mx_sparse import SparseConvTensor
+from mx_sparse.nn import given_outputs
 from mx_sparse._accelerator import registration
 
 from dense_reference import CONV, densify, sample, torch_weight, torch_weight_transposed

@@ -1,4 +1,4 @@
-"""The CPU large-tensor pool (kernels/cpu/large_tensor_pool.cpp, mx_sparse.cpu_memory):
+"""The CPU large-tensor pool (kernels/cpu/large_tensor_pool.cpp, mx_sparse.runtime.cpu_memory):
 where large kernel outputs are placed, that freed ranges merge and are reused, that kept
 pages go back to the system (checked against the kernel's own RSS count), and that the
 results do not depend on the pool (MXS_CPU_POOL=0 gives the same bits)."""
@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool is Linux-only")
 
@@ -59,8 +59,8 @@ def test_outputs_are_correct_after_ranges_are_reused():
 
 FIRST_FIT = """
 import json, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 def pooled(mib):
     x = torch.zeros(int(mib * 16384), 16)
     return ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))
@@ -86,8 +86,8 @@ def test_first_fit_merges_neighbouring_free_ranges():
 
 RELEASE = """
 import json, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 def rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096 / 2**20
@@ -126,7 +126,7 @@ def test_set_keep_limit_rejects_bad_values(bad):
 
 
 def test_bad_keep_limit_in_the_environment_is_named():
-    p = subprocess.run([sys.executable, "-c", "import mx_sparse; print(mx_sparse.cpu_memory.stats())"],
+    p = subprocess.run([sys.executable, "-c", "import mx_sparse; print(mx_sparse.runtime.cpu_memory.stats())"],
                        capture_output=True, text=True, timeout=300, env={**os.environ, "MXS_CPU_POOL_KEEP_MB": "lots"})
     assert p.returncode != 0
     assert "MXS_CPU_POOL_KEEP_MB: expected a non-negative integer (MiB), got 'lots'" in p.stderr
@@ -143,7 +143,7 @@ net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(16, 32, 3, indice_key="a")
 y = net(x)
 y.features.square().sum().backward()
 print(json.dumps(dict(out=y.features.sum().item(), out_hash=float((y.features * torch.arange(y.features.numel()).view_as(y.features).sin()).sum()),
-                      grad=[float(p.grad.double().sum()) for p in net.parameters()], stats=mx_sparse.cpu_memory.stats())))
+                      grad=[float(p.grad.double().sum()) for p in net.parameters()], stats=mx_sparse.runtime.cpu_memory.stats())))
 """
 
 
@@ -155,8 +155,8 @@ def test_results_do_not_depend_on_the_pool():
 
 ADDRESS_LIMIT = """
 import json, resource, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 x = torch.randn(2 * 16384, 16)
 ops.scale_shift_relu(torch.randn(10, 16), torch.ones(16), torch.zeros(16))   # threads and lazy state first
 with open("/proc/self/status") as f:
@@ -175,8 +175,8 @@ def test_segments_shrink_to_the_request_under_an_address_space_limit():
 
 GROWTH = """
 import json, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 sizes = []
 held = []
 for mib in (2, 40, 40, 60, 100):
