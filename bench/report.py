@@ -183,7 +183,7 @@ TEXT = {
                     "high-water mark is reset (`/proc/self/clear_refs`), and VmHWM − VmRSS(before) is recorded for "
                     "one forward (eval) and one forward+backward, with glibc's default allocator settings. Before "
                     "the baseline, glibc's free heap pages (`malloc_trim`) and mx_sparse's CPU pool "
-                    "(`mx_sparse.runtime.cpu_memory.release_cached()`) are given back, so each phase pays for the pages it "
+                    "(`mx_sparse.cpu_memory.release_cached()`) are given back, so each phase pays for the pages it "
                     "touches.",
         memory_held_note="The same with `MALLOC_MMAP_THRESHOLD_=65536` in the child's environment. By default glibc "
                          "raises its mmap threshold after the first large free, so later tensors come from the heap "
@@ -276,7 +276,7 @@ TEXT = {
         memory_note="每个（配置，负载）在独立子进程中测量：预热一步后重置 RSS 峰值（`/proc/self/clear_refs`），"
                     "记录一次前向（eval）与一次前向+反向的 VmHWM − VmRSS(开始前)，glibc 分配器使用默认设置。"
                     "读取基线前先归还 glibc 堆中的空闲页（`malloc_trim`）和 mx_sparse CPU 内存池保留的页"
-                    "（`mx_sparse.runtime.cpu_memory.release_cached()`），因此每个阶段都要为自己触及的页付出代价。",
+                    "（`mx_sparse.cpu_memory.release_cached()`），因此每个阶段都要为自己触及的页付出代价。",
         memory_held_note="子进程环境中加上 `MALLOC_MMAP_THRESHOLD_=65536` 后重复测量。默认情况下 glibc 在第一次释放大块"
                          "内存后会提高 mmap 阈值，之后的张量从堆上分配，反向过程中释放的内存仍驻留，上表的 RSS 峰值因此包含"
                          "分配器保留的部分。阈值固定为 64 KiB 时每个张量单独映射、释放即归还，此峰值即各库实际持有的内存"

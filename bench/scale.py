@@ -81,7 +81,7 @@ def measure(voxels, batch_size, grid_factor, threads):
     t1 = time.perf_counter()
     (y.features.float().square().mean()).backward()
     t2 = time.perf_counter()
-    pool = mx_sparse.runtime.cpu_memory.stats()
+    pool = mx_sparse.cpu_memory.stats()
     return dict(voxels=int(idx.shape[0]), batch_size=batch_size, spatial_shape=shape,
                 grid_cells=int(np.prod(shape, dtype=np.float64) * batch_size),
                 output_voxels=int(y.indices.shape[0]), output_shape=y.spatial_shape,

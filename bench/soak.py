@@ -71,7 +71,7 @@ def soak(steps=1000, crop=128, seed=0, log_every=100):
         opt.step()
         cached = len(x.indice_dict)
         del x, y, loss
-        pool = mx_sparse.runtime.cpu_memory.stats()
+        pool = mx_sparse.cpu_memory.stats()
         records.append(dict(step=step, voxels=int(keep.sum()), rss_mb=rss_mb(), holders=len(packed_map._HOLDERS),
                             recipes=len(batch_norm_relu._RECIPES), indice_dict=cached,
                             **{k: pool[k] for k in POOL_FIGURES}))

@@ -10,7 +10,7 @@ to spconv (of the medians, and of the minima, which a busy machine disturbs less
 ~310k points are one generated frame each (KITTI: 64 beams, nuScenes: 10 sweeps).
 Configurations:
 
-* ``mx_sparse``: ``mx_sparse.functional.voxelize`` (the CPU kernel) at ``--threads`` threads, and at 1;
+* ``mx_sparse``: ``mx_sparse.voxelize`` (the CPU kernel) at ``--threads`` threads, and at 1;
 * ``mx_sparse torch-ops``: the implementation CUDA / NPU tensors run, here on CPU tensors;
 * ``mx_sparse as spconv``: the spconv surface's ``Point2VoxelCPU3d`` (the drop-in,
   cumm tensors in and out);
@@ -56,7 +56,7 @@ def configurations(points: np.ndarray, preset: str, max_points: int, max_voxels:
         mx_sparse.unpatch_spconv()
 
     def core():
-        v = mx_sparse.functional.voxelize(pts_t, vs, pcr, max_points, max_voxels)
+        v = mx_sparse.voxelize(pts_t, vs, pcr, max_points, max_voxels)
         return v.voxels.numpy(), v.coordinates[:, 1:].numpy(), v.num_points.numpy()
 
     def generic():

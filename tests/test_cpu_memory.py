@@ -1,4 +1,4 @@
-"""The CPU large-tensor pool (kernels/cpu/large_tensor_pool.cpp, mx_sparse.runtime.cpu_memory):
+"""The CPU large-tensor pool (kernels/cpu/large_tensor_pool.cpp, mx_sparse.cpu_memory):
 where large kernel outputs are placed, that freed ranges merge and are reused, that kept
 pages go back to the system (checked against the kernel's own RSS count), and that the
 results do not depend on the pool (MXS_CPU_POOL=0 gives the same bits)."""
@@ -126,7 +126,7 @@ def test_set_keep_limit_rejects_bad_values(bad):
 
 
 def test_bad_keep_limit_in_the_environment_is_named():
-    p = subprocess.run([sys.executable, "-c", "import mx_sparse; print(mx_sparse.runtime.cpu_memory.stats())"],
+    p = subprocess.run([sys.executable, "-c", "import mx_sparse; print(mx_sparse.cpu_memory.stats())"],
                        capture_output=True, text=True, timeout=300, env={**os.environ, "MXS_CPU_POOL_KEEP_MB": "lots"})
     assert p.returncode != 0
     assert "MXS_CPU_POOL_KEEP_MB: expected a non-negative integer (MiB), got 'lots'" in p.stderr
@@ -143,7 +143,7 @@ net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(16, 32, 3, indice_key="a")
 y = net(x)
 y.features.square().sum().backward()
 print(json.dumps(dict(out=y.features.sum().item(), out_hash=float((y.features * torch.arange(y.features.numel()).view_as(y.features).sin()).sum()),
-                      grad=[float(p.grad.double().sum()) for p in net.parameters()], stats=mx_sparse.runtime.cpu_memory.stats())))
+                      grad=[float(p.grad.double().sum()) for p in net.parameters()], stats=mx_sparse.cpu_memory.stats())))
 """
 
 

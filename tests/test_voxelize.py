@@ -165,13 +165,13 @@ def test_bad_input_is_named(impl, message, make, kw):
 
 def test_points_outside_are_dropped_and_counted():
     pts = torch.from_numpy(ref.scene_points(seed=8, n=8000))
-    v = mx_sparse.functional.voxelize(pts, VS, PCR, 3, 200)
+    v = mx_sparse.voxelize(pts, VS, PCR, 3, 200)
     _, _, num, pv = ref.voxelize(pts.numpy(), VS, PCR, 3, 200)
     per_voxel = np.bincount(pv[pv >= 0], minlength=len(num))
     assert v.dropped == {"out_of_range": int((pv == -1).sum()), "max_voxels": int((pv == -2).sum()),
                          "max_points": int((per_voxel - num).sum())}
     assert all(count > 0 for count in v.dropped.values())
-    assert mx_sparse.functional.voxelize(pts, VS, PCR).dropped["max_points"] == 0
+    assert mx_sparse.voxelize(pts, VS, PCR).dropped["max_points"] == 0
 
 
 def test_point_to_voxel_module_feeds_a_sparse_conv():

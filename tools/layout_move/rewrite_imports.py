@@ -2,7 +2,8 @@
 level (MOVED below: old dotted name -> new one) to the new names. For merging code written against
 the old layout: the old names keep importing (mx_sparse/_core/old_paths.py), but the tree names each
 module by where it is. Run from the repository root on the files to fix (default: every tracked
-.py/.md/.sh/.cpp/.h file except CHANGELOG.md, whose old entries name the files as they were):
+.py/.md/.sh/.cpp/.h file except CHANGELOG.md, whose old entries name the files as they were, and
+KEEPS_OLD_NAMES, which name the old modules on purpose):
 
     python tools/layout_move/rewrite_imports.py [FILE ...]
 
@@ -11,7 +12,8 @@ What it rewrites:
   resolved against the importing file's package and written relative to it again; in a file that
   itself moved, an import that does not resolve from its new place is resolved from its old one
   (mx_sparse), so the script can run on moved files edited on another branch, and again;
-- dotted names ``mx_sparse.<old>`` and file paths ``mx_sparse/<old>.py`` anywhere;
+- dotted names ``mx_sparse.<old>`` (but the public ``mx_sparse.voxelize`` and ``mx_sparse.cpu_memory``)
+  and file paths ``mx_sparse/<old>.py`` anywhere;
 - ``from mx_sparse import <old>[, ...]`` (one moved name per statement, else the line is reported).
 The documented aliases ``mx_sparse.ops`` and ``mx_sparse.spconv`` are rewritten only in relative
 imports inside the package (elsewhere they are the names users are told to write).
@@ -33,6 +35,13 @@ MOVED = {f"mx_sparse.{m}": f"mx_sparse.{g}.{m}" for g, ms in GROUPS.items() for 
 MOVED["mx_sparse._op_registration"] = "mx_sparse._core.op_registration"
 MOVED["mx_sparse._contract"] = "mx_sparse._core.contract"
 ALIASES = {"mx_sparse.ops": "mx_sparse.compat.mmcv", "mx_sparse.spconv": "mx_sparse.compat.mx_driving.spconv"}
+# names of the package's public attributes that equal an old module name: mx_sparse.voxelize is the
+# function, mx_sparse.cpu_memory the module (both from mx_sparse/__init__.py); written as they are
+PUBLIC_NAMES = ("mx_sparse.voxelize", "mx_sparse.cpu_memory")
+# files that name old modules on purpose (the alias table, its tests, the docs' list of old names):
+# never rewritten by default
+KEEPS_OLD_NAMES = ("mx_sparse/_core/old_paths.py", "tests/compat/test_import_paths.py", "tests/test_package_layout.py",
+                   "docs/en/architecture.md", "docs/zh/architecture.md")
 # files that moved, by their new module name -> old module name (to resolve their relative imports)
 OLD_NAME_OF = {new: old for old, new in MOVED.items()}
 OLD_NAME_OF["mx_sparse.functional"] = "mx_sparse.functional"
@@ -125,7 +134,8 @@ def rewrite_absolute(path, text):
     problems = []
     for old in sorted(MOVED, key=len, reverse=True):
         new = MOVED[old]
-        text = re.sub(r"(?<![\w.])%s(?![\w])" % re.escape(old), new, text)
+        if old not in PUBLIC_NAMES:
+            text = re.sub(r"(?<![\w.])%s(?![\w])" % re.escape(old), new, text)
         text = re.sub(r"(?<![\w/])%s\.py\b" % re.escape(old.replace(".", "/")), new.replace(".", "/") + ".py", text)
 
     def from_import(match):
@@ -149,7 +159,7 @@ def main(files):
         listed = subprocess.run(["git", "ls-files"], capture_output=True, text=True, check=True).stdout.split()
         files = [f for f in listed if f.endswith((".py", ".md", ".sh", ".cpp", ".h", ".ini", ".txt", ".cfg"))
                  and f != "CHANGELOG.md" and not f.startswith("tools/layout_move/")
-                 and not f.startswith("tests/compat/data/") and f != "mx_sparse/_core/old_paths.py"]
+                 and not f.startswith("tests/compat/data/") and f not in KEEPS_OLD_NAMES]
     problems = []
     for path in files:
         with open(path, encoding="utf-8") as f:
