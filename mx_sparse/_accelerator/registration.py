@@ -129,7 +129,7 @@ def _voxelize_cuda_path():
     """Voxelization's CUDA and NPU implementation is C++ with torch's operators (registered under CUDA
     and PrivateUse1 by kernels/generic/voxelize_generic.cpp); for CPU tensors the CUDA key's kernel is
     called directly (redispatch, mx_sparse._core.op_registration.kernel_for_key)."""
-    from .._core.op_registration import kernel_for_key   # defined before _op_registration registers this package
+    from .._core.op_registration import kernel_for_key   # defined before op_registration registers this package
     return {name: kernel_for_key(name, "CUDA") for name in ("voxelize_hard", "voxelize_dynamic")}
 
 
