@@ -24,8 +24,8 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
 def version():
-    """mx_sparse/version.py's __version__, read without importing the package."""
-    with open(os.path.join(ROOT, "mx_sparse", "version.py")) as f:
+    """mx_sparse/runtime/version.py's __version__, read without importing the package."""
+    with open(os.path.join(ROOT, "mx_sparse", "runtime", "version.py")) as f:
         return re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
 
 
@@ -83,14 +83,14 @@ def npu_extension():
     (ASCEND_HOME_PATH) are present, after the AscendC op package (kernels/ascend/build.sh) is
     installed into the package. Nothing is linked against the op package: torch_npu's EXEC_NPU_CMD
     resolves the aclnn entry points at run time from the custom-op path, which mx_sparse sets when
-    imported (mx_sparse/ascend_build_info.py). Loaded by mx_sparse/_op_registration.py after torch_npu. Never
+    imported (mx_sparse/runtime/ascend_build_info.py). Loaded by mx_sparse/_core/op_registration.py after torch_npu. Never
     exercised on this project's machines (no torch_npu, no CANN); the binding source is
     syntax-checked in CI."""
     try:
         import torch_npu  # noqa: F401
     except ImportError:
         return None
-    info = _load_by_path("mxs_ascend_build_info", "mx_sparse/ascend_build_info.py")
+    info = _load_by_path("mxs_ascend_build_info", "mx_sparse/runtime/ascend_build_info.py")
     cann, why = info.find_cann(os.environ)
     if cann is None:
         print(f"mx_sparse: torch_npu found, but no CANN toolkit ({why}): building without NPU kernels")

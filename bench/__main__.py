@@ -136,7 +136,7 @@ def main(argv=None):
     p.add_argument("--report-only", action="store_true",
                    help="no measurements: rebuild the markdown/chart (and docs) from OUT/results.json")
     args = p.parse_args(argv)
-    has_cuda_kernels = mx_sparse._op_registration.has_kernel("cuda")
+    has_cuda_kernels = mx_sparse._core.op_registration.has_kernel("cuda")
     if torch.device(args.device).type == "cuda" and not (torch.cuda.is_available() and has_cuda_kernels):
         p.error(f"--device cuda: torch {torch.__version__} sees no CUDA GPU (a CUDA build of torch and a GPU are needed)")
     if args.report_only:

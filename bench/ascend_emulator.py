@@ -1,5 +1,5 @@
 """Milliseconds per call of the five AscendC kernels in the CPU emulator: launched in-process through
-mx_sparse.ascend (the MXS_NPU_ON_CPU=1 path) and through the file-driven CLI harness of tests/ascend
+mx_sparse.runtime.ascend (the MXS_NPU_ON_CPU=1 path) and through the file-driven CLI harness of tests/ascend
 (one process per call), on the same inputs and the same emulated platform (ASCEND_SIM_SOC, default
 Ascend910B2: 24 AIC / 48 AIV), strict rules in both.
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from mx_sparse import ascend
+from mx_sparse.runtime import ascend
 
 from torch.utils._python_dispatch import TorchDispatchMode
 

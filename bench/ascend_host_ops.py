@@ -15,7 +15,7 @@ are host reads (``tolist()`` is no operator), as is every ``aten::_local_scalar_
 Paths (``PATHS``), each counted in a fresh process with its switch set before mx_sparse is imported:
 ``npu-on-cpu`` is the NPU path itself (``MXS_NPU_ON_CPU=1``: the orchestration that ships for NPU
 tensors, its five AscendC kernels launched in the CPU emulator; a launch is one C call, as one
-aclnn call on the NPU, counted through ``mx_sparse.ascend.emulator_stats``); ``cuda-on-cpu`` is
+aclnn call on the NPU, counted through ``mx_sparse.runtime.ascend.emulator_stats``); ``cuda-on-cpu`` is
 the CUDA path (``MXS_CUDA_ON_CPU=1`` with ``TRITON_INTERPRET=1``: CPU tensors can run Triton
 kernels only in the interpreter), the Triton launches paused.
 """
@@ -37,7 +37,7 @@ PATHS = {
     "cuda-on-cpu": ({"MXS_CUDA_ON_CPU": "1", "TRITON_INTERPRET": "1"}, [("mx_sparse._cuda.launch", "run")],
                     [("mx_sparse._accelerator.host_sync", "read")]),
     # the AscendC kernels launched in the emulator (one ctypes call each, as one aclnn call on the NPU)
-    "npu-on-cpu": ({"MXS_NPU_ON_CPU": "1"}, [("mx_sparse.ascend", "_call")],
+    "npu-on-cpu": ({"MXS_NPU_ON_CPU": "1"}, [("mx_sparse.runtime.ascend", "_call")],
                    [("mx_sparse._accelerator.host_sync", "read")]),
 }
 SWITCHES = ("MXS_CUDA_ON_CPU", "MXS_NPU_ON_CPU", "TRITON_INTERPRET")   # what the paths set (and nothing else may)
@@ -170,7 +170,7 @@ def _count_here(path: str, voxels: int) -> Dict[str, object]:
     res = count_host_ops(step, pause_in, reads_in)
     if path == "npu-on-cpu":
         with contextlib.suppress(ImportError, AttributeError):
-            from mx_sparse import ascend
+            from mx_sparse.runtime import ascend
             res["kernel_launches"] = sum(ascend.emulator_stats().values())
     res["path"] = path
     res["voxels"] = voxels

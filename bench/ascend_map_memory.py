@@ -4,7 +4,7 @@ next to the step's peak, with and without packing.
     python -m bench.ascend_map_memory [--workloads second_kitti_b1 second_kitti_b4] [--json out.json]
 
 For each workload (VoxelBackBone8x on bench/workloads.py's KITTI-like scenes) and each choice
-(``packed``: maps no layer is using are held packed, mx_sparse/packed_map.py; ``dense``: every map
+(``packed``: maps no layer is using are held packed, mx_sparse/nn/packed_map.py; ``dense``: every map
 stays dense), one fresh process runs a warm-up training step, then one more: the peak resident
 memory during the step over the resident memory before it, measured as bench/memory.py does
 (glibc's mmap threshold fixed at 64 KiB and mx_sparse's CPU pool keeping nothing, so that every
@@ -35,7 +35,7 @@ NPU_HBM_GB = (32, 64)   # Atlas 800T A2 cards: 910B4 32 GB, 910B1-3 64 GB HBM (p
 
 def _map_bytes(indice_dict) -> dict:
     """Dense and packed bytes of every map (and transpose) in a step's map cache."""
-    from mx_sparse.packed_map import PackedMap
+    from mx_sparse.nn.packed_map import PackedMap
     dense = packed = count = 0
     for data in indice_dict.values():
         held = [data._nbr] + ([data._nbr_t] if data._nbr_t is not None else [])
@@ -53,7 +53,7 @@ def measure_here(workload: str, choice: str) -> dict:
     import torch
 
     import mx_sparse
-    from mx_sparse import packed_map
+    from mx_sparse.nn import packed_map
     from bench.memory import _reset_hwm, _status_kb, _trim_heap
     from bench.workloads import BY_NAME
     if choice == "dense":

@@ -67,7 +67,7 @@ class Calls:
     def hook(self, net):
         import mx_sparse
         for name, mod in net.named_modules():
-            if isinstance(mod, mx_sparse.conv.SparseConvolution):
+            if isinstance(mod, mx_sparse.nn.conv.SparseConvolution):
                 mod.register_forward_pre_hook(lambda m, inp, n=name: setattr(self, "layer", n))
                 mod.register_forward_hook(lambda m, inp, out: setattr(self, "layer", None))
 

@@ -145,7 +145,7 @@ class GemmRecorder(TorchDispatchMode):
         import mx_sparse
         self.calls, self.layer, self.hooks = [], None, []
         for name, mod in net.named_modules():
-            if isinstance(mod, mx_sparse.conv.SparseConvolution):
+            if isinstance(mod, mx_sparse.nn.conv.SparseConvolution):
                 self.hooks.append(mod.register_forward_pre_hook(lambda m, i, n=name: setattr(self, "layer", n)))
                 self.hooks.append(mod.register_forward_hook(lambda m, i, o: setattr(self, "layer", None)))
 

@@ -18,7 +18,7 @@ Each path runs in its own interpreter (the switches are read at import):
   except the map primitives' (the maps are built from their outputs), which run in Triton's
   interpreter in the first warm-up step and are replayed from a recording afterwards;
 - ``npu``:  MXS_NPU_ON_CPU=1, the same orchestration with the AscendC emulator's launches
-  (``mx_sparse.ascend._call``) removed the same way: the gathers' are stubs, the map primitives'
+  (``mx_sparse.runtime.ascend._call``) removed the same way: the gathers' are stubs, the map primitives'
   run with their time taken out.
 
 What is left is the host's time: Python orchestration, torch operators (each a kernel launch on a
@@ -106,7 +106,7 @@ def _remove_triton_device_work(removed):
 
 
 def _remove_emulator_device_work(removed):
-    from mx_sparse import ascend
+    from mx_sparse.runtime import ascend
     call = ascend._call
 
     def stubbed(fn_name, *args):

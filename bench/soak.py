@@ -22,7 +22,7 @@ import time
 import torch
 
 import mx_sparse
-from mx_sparse import batch_norm_relu, packed_map
+from mx_sparse.nn import batch_norm_relu, packed_map
 from mx_sparse.models import VoxelBackBone8x
 from mx_sparse.synthetic import make_batch
 

@@ -128,7 +128,7 @@ def transpose_of_nonsymmetric(data):
 def mx_map_build_calls(out_tensor) -> List[Callable]:
     """Closures rebuilding every map cached in an mx_sparse output tensor (map and what
     training needs for the input gradient), through the same functions the layers call."""
-    from mx_sparse.indice_data import build_conv_data, build_subm_data
+    from mx_sparse.nn.indice_data import build_conv_data, build_subm_data
     calls = []
     for d in out_tensor.indice_dict.values():
         b = out_tensor.batch_size

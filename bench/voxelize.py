@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 import mx_sparse
-from mx_sparse._op_registration import kernel_for_key
+from mx_sparse._core.op_registration import kernel_for_key
 from mx_sparse.synthetic import PRESETS, generate_points
 
 from .__main__ import cpu_snapshot, other_load

@@ -4,7 +4,7 @@ import os
 import sys
 
 from . import show_config
-from .version import __version__
+from .runtime.version import __version__
 
 
 def main(argv=None) -> None:

@@ -1,8 +1,8 @@
-"""mx_sparse.ascend_build_info: the report of `python -m mx_sparse` about CANN / op package / binding,
+"""mx_sparse.runtime.ascend_build_info: the report of `python -m mx_sparse` about CANN / op package / binding,
 and the custom-op path set at import, on fake install trees (no CANN here)."""
 from pathlib import Path
 
-from mx_sparse import ascend_build_info as abi
+from mx_sparse.runtime import ascend_build_info as abi
 
 
 def _installed(tmp_path) -> Path:

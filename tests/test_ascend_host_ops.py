@@ -13,7 +13,7 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.ascend_host_ops import count_host_ops  # noqa: E402
-from mx_sparse import ascend  # noqa: E402
+from mx_sparse.runtime import ascend# noqa: E402
 
 
 def test_counts_python_level_operators_and_reads():

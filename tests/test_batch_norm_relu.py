@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import mx_sparse
-from mx_sparse.batch_norm_relu import batch_norm_relu, can_fuse
+from mx_sparse.nn.batch_norm_relu import batch_norm_relu, can_fuse
 from helpers import random_features, random_voxels
 
 
@@ -100,7 +100,7 @@ def test_nan_propagates_like_torch(dtype, train):
 
 def test_bfloat16_recompute_equals_forward_output():
     """The recipe (bf16 x, float32 scale and shift) rebuilds exactly the forward's output."""
-    from mx_sparse.batch_norm_relu import recipe_of
+    from mx_sparse.nn.batch_norm_relu import recipe_of
     bn = make_bn(7, torch.bfloat16)
     x = features(100, 7, torch.bfloat16).requires_grad_()
     y = batch_norm_relu(x, bn)
@@ -271,7 +271,7 @@ def test_bn_relu_in_a_residual_block(monkeypatch):
     """mx_sparse.bn_relu, as VoxelResBackBone8x's residual block calls it on x.features: the
     fused step where SparseSequential would fuse (its output carries the recompute recipe),
     torch's modules otherwise; same outputs, gradients and running statistics either way."""
-    from mx_sparse.batch_norm_relu import recipe_of
+    from mx_sparse.nn.batch_norm_relu import recipe_of
     from mx_sparse.models import backbones
     torch.manual_seed(0)
     net = mx_sparse.SparseSequential(block(4, 8, "a"), backbones.SparseBasicBlock(8, "a")).double()

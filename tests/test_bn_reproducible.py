@@ -37,7 +37,7 @@ def disturb_heap():
 
 REPEAT_BN = r"""
 import json, sys, torch
-from mx_sparse._op_registration import ops
+from mx_sparse._core.op_registration import ops
 reps, captured = int(sys.argv[1]), sys.argv[2]
 """ + DISTURB + r"""
 torch.manual_seed(0)

@@ -14,7 +14,7 @@ from torch import nn
 import mx_sparse
 import mx_sparse.compat.spconv2.pytorch as spconv
 from helpers import random_features, random_voxels
-from mx_sparse import packed_map
+from mx_sparse.nn import packed_map
 from mx_sparse.models import SparseUNet
 
 SHAPE = [21, 24, 24]

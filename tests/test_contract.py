@@ -1,4 +1,4 @@
-"""mx_sparse._contract is the C++ contract, not a copy of it: for the same bad input each of
+"""mx_sparse._core.contract is the C++ contract, not a copy of it: for the same bad input each of
 its checks raises exactly the message the C++ CPU kernels raise (the ops are called directly,
 below the Python layer), and its key deltas, key packing and output extents agree with
 hand-computed cases and with what the C++ map builders produce."""
@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import mx_sparse
-from mx_sparse import _C, _contract
+from mx_sparse import _C
+from mx_sparse._core import contract as _contract
 from mx_sparse._accelerator import neighbor_map as accelerator_maps
 
 ops = torch.ops.mx_sparse

@@ -1,5 +1,5 @@
 """The layers evaluated at given output voxels (``layer(x, out_indices=...)``, mx_sparse/
-given_outputs.py): strided layers 1-3D and transposed layers 1-4D against torch's dense conv /
+nn/given_outputs.py): strided layers 1-3D and transposed layers 1-4D against torch's dense conv /
 conv_transpose on the densified tensor sampled at the given outputs (forward, input and filter
 gradients; float64 to 1e-12, float32 to 1e-5 relative to the largest value), the output grid
 the layer derives, indice_key reuse that never mixes outputs, and the errors."""
@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as tF
 
 import mx_sparse
-from mx_sparse import SparseConvTensor, given_outputs
+from mx_sparse import SparseConvTensor
+from mx_sparse.nn import given_outputs
 from mx_sparse._accelerator import registration
 
 from dense_reference import CONV, densify, sample, torch_weight, torch_weight_transposed

@@ -283,7 +283,7 @@ def test_through_the_accelerator_paths(path):
     import subprocess
     import sys
     if path == "npu":
-        from mx_sparse import ascend
+        from mx_sparse.runtime import ascend
         if not ascend.emulator_available():
             pytest.skip("no AscendC emulator in this build")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

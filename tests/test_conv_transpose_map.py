@@ -200,7 +200,7 @@ def test_maps_through_the_ascend_emulator_equal_the_cpu_kernel(tmp_path):
     import os
     import subprocess
     import sys
-    from mx_sparse import ascend
+    from mx_sparse.runtime import ascend
     if not ascend.emulator_available():
         pytest.skip("no AscendC emulator in this build")
     idx = random_voxels([6, 7, 8], 2, 0.2, seed=3)

@@ -10,8 +10,8 @@ import sys
 import pytest
 import torch
 
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool is Linux-only")
 
@@ -59,8 +59,8 @@ def test_outputs_are_correct_after_ranges_are_reused():
 
 FIRST_FIT = """
 import json, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 def pooled(mib):
     x = torch.zeros(int(mib * 16384), 16)
     return ops.scale_shift_relu(x, torch.ones(16), torch.zeros(16))
@@ -86,8 +86,8 @@ def test_first_fit_merges_neighbouring_free_ranges():
 
 RELEASE = """
 import json, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 def rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4096 / 2**20
@@ -155,8 +155,8 @@ def test_results_do_not_depend_on_the_pool():
 
 ADDRESS_LIMIT = """
 import json, resource, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 x = torch.randn(2 * 16384, 16)
 ops.scale_shift_relu(torch.randn(10, 16), torch.ones(16), torch.zeros(16))   # threads and lazy state first
 with open("/proc/self/status") as f:
@@ -175,8 +175,8 @@ def test_segments_shrink_to_the_request_under_an_address_space_limit():
 
 GROWTH = """
 import json, torch
-from mx_sparse import cpu_memory
-from mx_sparse._op_registration import ops
+from mx_sparse.runtime import cpu_memory
+from mx_sparse._core.op_registration import ops
 sizes = []
 held = []
 for mib in (2, 40, 40, 60, 100):

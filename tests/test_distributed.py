@@ -77,8 +77,8 @@ def test_ddp_two_processes_equal_one_process_on_the_concatenated_batch(tmp_path)
 
 def count_fused_calls(monkeypatch):
     calls = []
-    real = mx_sparse.modules.batch_norm_relu
-    monkeypatch.setattr(mx_sparse.modules, "batch_norm_relu", lambda x, bn: calls.append(bn) or real(x, bn))
+    real = mx_sparse.nn.modules.batch_norm_relu
+    monkeypatch.setattr(mx_sparse.nn.modules, "batch_norm_relu", lambda x, bn: calls.append(bn) or real(x, bn))
     return calls
 
 

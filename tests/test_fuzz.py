@@ -94,7 +94,7 @@ def test_npu_path_meets_the_same_contracts(tmp_path):
     voxelization's C++ torch-operator version), and the layers on them, held to the same contracts.
     What the NPU kernels do not support (float64, kernel volumes over 125, ...) is a rejection
     naming the argument; a violated emulator rule ends the subprocess, which fails this test."""
-    from mx_sparse import ascend
+    from mx_sparse.runtime import ascend
     if not ascend.emulator_available():
         pytest.skip("the AscendC emulator needs the kernel sources and a C++ compiler")
     fuzz(tmp_path, NPU_EXAMPLES, timeout=1500, env={"MXS_NPU_ON_CPU": "1"})

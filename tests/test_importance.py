@@ -1,4 +1,4 @@
-"""Normalisation and importance weights of the core (mx_sparse/importance.py,
+"""Normalisation and importance weights of the core (mx_sparse/functional/importance.py,
 ``functional.weighted_gather_mm``) against a loop over the map written from the definition, and
 float64 gradcheck of features, weight and every importance. Through the CUDA and NPU paths
 (MXS_CUDA_ON_CPU=1 / MXS_NPU_ON_CPU=1, tests/cuda/test_cuda_on_cpu.py and

@@ -86,7 +86,7 @@ def test_fake_kernels_trace_under_fake_tensor_mode():
         assert tuple(y.shape) == (idx.shape[0], 7)
         dw = F.gather_mm_backprop_filter(feats, y, nbr, nbr, 1)
         assert tuple(dw.shape) == (27, 5, 7)
-        ops = mx_sparse._op_registration.ops
+        ops = mx_sparse._core.op_registration.ops
         z, mean, invstd, scale, shift = ops.batch_norm_relu_forward(y, None, None, None, None, True, 0.1, 1e-5)
         assert z.shape == y.shape and mean.dtype == torch.float64 and scale.shape == (7,)
         z = ops.scale_shift_relu(y, scale, shift)
@@ -115,7 +115,7 @@ def test_ops_are_registered_with_schema():
     for name in ["build_subm_map", "build_conv_map", "transpose_map", "pack_map", "unpack_map", "gather_mm",
                  "gather_mm_backprop_filter"]:
         assert hasattr(torch.ops.mx_sparse, name)
-    assert mx_sparse._op_registration.has_kernel("cpu")
+    assert mx_sparse._core.op_registration.has_kernel("cpu")
     assert torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", "Autograd") or \
         torch._C._dispatch_has_kernel_for_dispatch_key("mx_sparse::gather_mm", "AutogradCPU")
 
@@ -188,7 +188,7 @@ def test_pack_map_matches_definition_and_unpacks_to_the_map(m, kvol):
     nbr = torch.randint(0, 50_000, (m, kvol), generator=g, dtype=torch.int32)
     nbr[torch.rand(m, kvol, generator=g) < 0.75] = -1
     nbr[: m // 7] = -1                        # whole blocks of empty rows too
-    ops = mx_sparse._op_registration.ops
+    ops = mx_sparse._core.op_registration.ops
     mask, values, starts = ops.pack_map(nbr)
     ref = packed_map_by_definition(nbr)
     assert torch.equal(mask, ref[0]) and torch.equal(values, ref[1]) and torch.equal(starts, ref[2])
@@ -196,7 +196,7 @@ def test_pack_map_matches_definition_and_unpacks_to_the_map(m, kvol):
 
 
 def test_pack_and_unpack_map_reject_what_they_cannot_represent():
-    ops = mx_sparse._op_registration.ops
+    ops = mx_sparse._core.op_registration.ops
     nbr = torch.tensor([[0, -1, 3], [-1, -2, 1]], dtype=torch.int32)
     with pytest.raises(ValueError, match=r"nbr: entries must be input rows \(>= 0\) or -1.*got -2 at \[1, 1\]"):
         ops.pack_map(nbr)
@@ -217,7 +217,7 @@ def test_opcheck_passes_for_the_map_and_gather_ops():
     opcheck = getattr(torch.library, "opcheck", None)
     if opcheck is None:
         pytest.skip("torch.library.opcheck needs torch >= 2.4")
-    ops = mx_sparse._op_registration.ops
+    ops = mx_sparse._core.op_registration.ops
     idx = random_voxels([6, 6, 6], 1, density=0.3, seed=1)
     nbr = F.build_subm_map(idx, [6, 6, 6], 1, [3, 3, 3], [1, 1, 1])
     feats = torch.randn(idx.shape[0], 4, requires_grad=True)
@@ -236,7 +236,7 @@ def test_opcheck_passes_for_the_batch_norm_relu_ops(dtype):
     opcheck = getattr(torch.library, "opcheck", None)
     if opcheck is None:
         pytest.skip("torch.library.opcheck needs torch >= 2.4")
-    ops = mx_sparse._op_registration.ops
+    ops = mx_sparse._core.op_registration.ops
     x = torch.randn(50, 6).to(dtype)
     w, b = torch.rand(6).to(dtype) + 0.5, torch.randn(6).to(dtype)
     rm, rv = torch.zeros(6, dtype=dtype), torch.ones(6, dtype=dtype)

@@ -1,4 +1,4 @@
-"""The package says what it is: mx_sparse.__version__ (single-sourced in mx_sparse/version.py,
+"""The package says what it is: mx_sparse.__version__ (single-sourced in mx_sparse/runtime/version.py,
 read by setup.py, with a CHANGELOG.md section), show_config() / python -m mx_sparse."""
 import os
 import re
@@ -26,7 +26,7 @@ def test_python_m_mx_sparse_reports_this_build(monkeypatch):
     out = subprocess.run([sys.executable, "-m", "mx_sparse"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
-    c = mx_sparse.config.config()
+    c = mx_sparse.runtime.config.config()
     import torch
     assert text.startswith(f"mx_sparse {mx_sparse.__version__}") and f"torch {torch.__version__}" in text
     cpu = next(line for line in text.splitlines() if line.strip().startswith("CPU"))
@@ -34,7 +34,7 @@ def test_python_m_mx_sparse_reports_this_build(monkeypatch):
     assert c["kernels"]["CPU"] == c["ops"] and {"voxelize_hard", "voxelize_dynamic", "gather_mm"} <= set(c["ops"])
     cuda = next(line for line in text.splitlines() if line.strip().startswith("CUDA"))
     assert ("triton not installed" in cuda) == (c["triton"] is None)
-    assert ("gather_mm" in cuda or "all " in cuda) == mx_sparse._op_registration.has_kernel("cuda")
+    assert ("gather_mm" in cuda or "all " in cuda) == mx_sparse._core.op_registration.has_kernel("cuda")
     npu = next(line for line in text.splitlines() if line.strip().startswith("NPU"))
     assert ("torch_npu not installed" in npu) == (c["torch_npu"] is None)
     assert "MXS_CPU_POOL_KEEP_MB=64" in text and "MXS_CPU_PORTABLE=(unset)" in text

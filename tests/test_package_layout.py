@@ -31,9 +31,9 @@ def package_modules():
 
 def file_spec(name):
     """Where the import system finds the file of ``name``: the path finder over its parent
-    package's ``__path__`` (the parent imported first), not ``sys.modules`` -- an alias module
-    such as mx_sparse/ops.py replaces itself there by the surface it names (mx_sparse.compat.mmcv),
-    which is the alias working, not a remapped file."""
+    package's ``__path__`` (the parent imported first), not ``sys.modules`` -- where an old name
+    (``mx_sparse.conv``) or a documented alias (``mx_sparse.ops``) stands for the module of its new
+    name (mx_sparse/_core/old_paths.py), which is the alias working, not a remapped file."""
     parent, _, last = name.rpartition(".")
     if not parent:
         return importlib.machinery.PathFinder.find_spec(name, [ROOT])
@@ -44,7 +44,7 @@ def test_every_module_is_found_at_its_own_path():
     modules = list(package_modules())
     assert len(modules) > 50   # the walk saw the package (and its _accelerator, _cuda, compat parts)
     names = {name for name, _ in modules}
-    assert {"mx_sparse._accelerator.registration", "mx_sparse._cuda.launch", "mx_sparse._contract"} <= names
+    assert {"mx_sparse._accelerator.registration", "mx_sparse._cuda.launch", "mx_sparse._core.contract"} <= names
     wrong = []
     for name, path in modules:
         spec = file_spec(name)
@@ -65,3 +65,23 @@ def test_setup_py_remaps_no_package():
 def test_kernels_holds_no_python_package():
     packages = [folder for folder, _, files in os.walk(os.path.join(ROOT, "kernels")) if "__init__.py" in files]
     assert packages == []
+
+
+def test_top_level_is_the_package_map():
+    """The package's top level lists its groups (docs/en/architecture.md, "Package map") and no
+    module beside them: no file stands in for an old module name (those are served by
+    mx_sparse/_core/old_paths.py, without a file)."""
+    entries = [e for e in os.listdir(PACKAGE) if e != "__pycache__" and not e.startswith(("_C.", "_C_npu", "_ascend_opp"))]
+    modules = sorted(e for e in entries if e.endswith(".py"))
+    groups = sorted(e for e in entries if os.path.isfile(os.path.join(PACKAGE, e, "__init__.py")))
+    assert modules == ["__init__.py", "__main__.py"], modules
+    assert groups == ["_accelerator", "_core", "_cuda", "compat", "functional", "models", "nn", "runtime", "synthetic"], groups
+    assert sorted(modules + groups) == sorted(entries), entries
+
+
+def test_old_names_have_no_file_and_name_existing_modules():
+    from mx_sparse._core.old_paths import ALIASES, MOVED
+    for old, new in {**MOVED, **ALIASES}.items():
+        old_path = os.path.join(ROOT, *old.split("."))
+        assert not os.path.exists(old_path + ".py") and not os.path.isdir(old_path), old
+        assert file_spec(new) is not None, (old, new)

@@ -28,7 +28,7 @@ out = {"kernels": mx_sparse._C.cpu_gemm_kernels()}
 subm = F.build_subm_map(idx, shape, 2, [3, 3, 3], [1, 1, 1])
 out_idx, conv = F.build_conv_map(idx, shape, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
 out["maps"] = [subm, out_idx, conv, F.transpose_map(conv, idx.shape[0]),
-               *mx_sparse._op_registration.ops.pack_map(subm), *mx_sparse._op_registration.ops.pack_map(conv)]
+               *mx_sparse._core.op_registration.ops.pack_map(subm), *mx_sparse._core.op_registration.ops.pack_map(conv)]
 for dtype in (torch.float32, torch.bfloat16):
     torch.manual_seed(0)
     net = mx_sparse.SparseSequential(

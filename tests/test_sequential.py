@@ -122,8 +122,8 @@ def test_training_holds_unused_maps_packed_with_the_same_gradients(monkeypatch):
     those of dense maps throughout. Inference releases nothing. Where the backend of CPU tensors
     holds maps dense (the CUDA path under MXS_CUDA_ON_CPU=1: the orchestration does not pack on
     CUDA), nothing is packed."""
-    from mx_sparse.indice_data import IndiceData
-    from mx_sparse.packed_map import PackedMap, _has_packing_kernels
+    from mx_sparse.nn.indice_data import IndiceData
+    from mx_sparse.nn.packed_map import PackedMap, _has_packing_kernels
     packs = _has_packing_kernels("cpu")
     idx = random_voxels([10, 11, 12], 2, density=0.25, seed=5)
     torch.manual_seed(0)
@@ -151,7 +151,7 @@ def test_training_holds_unused_maps_packed_with_the_same_gradients(monkeypatch):
         assert all(dense.values()) and not unpacked
     net.zero_grad()
     monkeypatch.setattr(IndiceData, "release", lambda self: None)
-    monkeypatch.setattr(mx_sparse.saved_tensors, "packed_form", lambda t: None)
+    monkeypatch.setattr(mx_sparse.nn.saved_tensors, "packed_form", lambda t: None)
     y_ref, dx_ref, dws_ref, dense_ref = step()
     assert all(dense_ref.values())
     assert torch.equal(y, y_ref) and torch.equal(dx, dx_ref)
@@ -171,7 +171,7 @@ def test_maps_and_fused_outputs_save_and_load_as_plain_tensors(tmp_path):
                                      mx_sparse.SparseConv3d(4, 4, 3, stride=2, padding=1, indice_key="d1"))
     x = mx_sparse.SparseConvTensor(torch.randn(idx.shape[0], 3, requires_grad=True), idx, [8, 9, 10], 2)
     y = net[:3](x)
-    from mx_sparse.batch_norm_relu import recipe_of
+    from mx_sparse.nn.batch_norm_relu import recipe_of
     assert recipe_of(y.features) is not None          # the fused step ran
     out = net[3](y)
     for name, t in (("features", y.features), ("s1", out.indice_dict["s1"].nbr), ("d1", out.indice_dict["d1"].nbr)):
@@ -184,7 +184,7 @@ def test_indice_data_interface_survives_packing():
     construction, the map read back unchanged after release(), assignment of a new map
     (which drops a cached transpose)."""
     from mx_sparse import functional as F
-    from mx_sparse.indice_data import IndiceData
+    from mx_sparse.nn.indice_data import IndiceData
     idx = random_voxels([6, 7, 8], 2, density=0.3, seed=9)
     out_idx, nbr = F.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
     d = IndiceData(kind="conv", in_indices=idx, out_indices=out_idx, nbr=nbr.clone(), in_spatial_shape=[6, 7, 8],
@@ -192,7 +192,7 @@ def test_indice_data_interface_survives_packing():
                    dilation=(1, 1, 1))
     nbr_t = d.nbr_t.clone()
     d.release()
-    from mx_sparse.packed_map import _has_packing_kernels    # not where CPU tensors run the CUDA path
+    from mx_sparse.nn.packed_map import _has_packing_kernels    # not where CPU tensors run the CUDA path
     assert d._nbr.is_dense != _has_packing_kernels("cpu")
     assert torch.equal(d.nbr, nbr) and torch.equal(d.nbr_t, nbr_t)
     d.nbr = torch.full_like(nbr, -1)

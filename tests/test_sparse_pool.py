@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mx_sparse import functional as MF
 from mx_sparse._accelerator import sparse_pool as torch_ops_pool
-from mx_sparse._op_registration import ops
+from mx_sparse._core.op_registration import ops
 
 from dense_reference import densify, sample
 from helpers import random_features, random_voxels
@@ -98,7 +98,7 @@ def _message(fn, *args):
 
 def test_bad_arguments_give_the_same_message_on_the_cpu_kernels_and_the_accelerator_code():
     """One set of checks (kernels/contract/pool_args.h): the CPU kernels and the torch-operator version
-    (through mx_sparse._contract) reject the same input with the same message."""
+    (through mx_sparse._core.contract) reject the same input with the same message."""
     f, nbr, g = torch.randn(3, 2), torch.tensor([[0, 1], [2, -1]], dtype=torch.int32), torch.randn(2, 2)
     argmax = torch.zeros(2, 2, dtype=torch.int8)
     forward = [(f[0], nbr), (f.int(), nbr), (f, nbr.long()), (f, nbr[0])]

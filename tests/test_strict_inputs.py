@@ -121,7 +121,7 @@ def test_cuda_on_cpu_with_interpreter_off_is_one_line_saying_what_to_set():
             "TRITON_INTERPRET='0' turns off: set TRITON_INTERPRET=1 (or unset it)\n") in out.stderr, out.stderr[-2000:]
     quiet = run_python("import warnings; warnings.simplefilter('always'); import mx_sparse", MXS_CUDA_ON_CPU="false")
     assert quiet.returncode == 0 and "MXS_CUDA_ON_CPU" not in quiet.stderr
-    check = run_python("import mx_sparse, torch; print(mx_sparse._op_registration.has_kernel('cpu'))",
+    check = run_python("import mx_sparse, torch; print(mx_sparse._core.op_registration.has_kernel('cpu'))",
                        MXS_CUDA_ON_CPU="off")
     assert check.returncode == 0, check.stderr[-2000:]
 

@@ -11,7 +11,7 @@ import torch
 
 import mx_sparse
 from helpers import random_features, random_voxels
-from mx_sparse import batch_norm_relu, packed_map
+from mx_sparse.nn import batch_norm_relu, packed_map
 from mx_sparse.models import SparseUNet, VoxelBackBone8x
 
 SHAPE = [41, 40, 40]

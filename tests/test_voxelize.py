@@ -8,7 +8,7 @@ import torch
 
 import mx_sparse
 import voxel_reference as ref
-from mx_sparse._op_registration import kernel_for_key, ops
+from mx_sparse._core.op_registration import kernel_for_key, ops
 
 VS, PCR = [0.2, 0.2, 0.4], [-8.0, -8.0, -2.0, 8.0, 8.0, 2.0]
 

@@ -1,7 +1,7 @@
 // Argument checks of the fused BatchNorm+ReLU ops (batch_norm_relu_forward, scale_shift_relu,
 // batch_norm_relu_backward; schema: schema.cpp), shared by the CPU kernels
 // (kernels/cpu/batch_norm_relu_cpu.cpp) and, through mx_sparse._C.contract (contract_bindings.cpp)
-// and mx_sparse._contract, the accelerator's version (mx_sparse/_accelerator/batch_norm_relu.py):
+// and mx_sparse._core.contract, the accelerator's version (mx_sparse/_accelerator/batch_norm_relu.py):
 // one set of messages. Only metadata is checked, and every check runs before anything is written
 // (the forward updates the running statistics in place).
 #pragma once

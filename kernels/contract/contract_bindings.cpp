@@ -2,7 +2,7 @@
 // transpose_map_args.h, batch_norm_relu_args.h, voxelize_args.h, key_packing.h and index_errors.h
 // (and through them kernels/common) as Python functions, so that the Python layer, the compat
 // surfaces and the accelerator launch code apply the same contract with the same messages as
-// the C++ kernels instead of a copy (mx_sparse/_contract.py is their Python face). Every error
+// the C++ kernels instead of a copy (mx_sparse/_core/contract.py is their Python face). Every error
 // is a TORCH_CHECK_VALUE, a ValueError in Python.
 #include <torch/extension.h>
 
@@ -116,7 +116,7 @@ std::pair<int64_t, int64_t> per_group(const GatherShape& s) { return {s.cin_g, s
 void register_contract_functions(pybind11::module_& module) {
   namespace py = pybind11;
   py::module_ m = module.def_submodule("contract", "The argument checks and rules every backend shares "
-                                                   "(kernels/contract/op_args.h, kernels/common); see mx_sparse._contract");
+                                                   "(kernels/contract/op_args.h, kernels/common); see mx_sparse._core.contract");
   m.attr("INT32_MAX") = int64_t{INT32_MAX};
   m.attr("INT64_MAX") = int64_t{INT64_MAX};
   m.attr("MAX_SPATIAL_DIMS") = int64_t{kMaxSpatialDims};

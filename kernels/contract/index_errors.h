@@ -1,6 +1,6 @@
 // The two errors of a map builder's index value checks (a row outside the grid, a voxel given
 // twice), built here once for every builder: the CPU kernels, the tensor-operator checks of the
-// device builders and, through mx_sparse._contract.index_error, the Python ones.
+// device builders and, through mx_sparse._core.contract.index_error, the Python ones.
 #pragma once
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>

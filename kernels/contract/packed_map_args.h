@@ -1,6 +1,6 @@
 // The packed neighbor-map format of pack_map / unpack_map (schema: schema.cpp) and its argument
 // checks, shared by the CPU kernels (kernels/cpu/packed_map_cpu.cpp) and, through
-// mx_sparse._C.contract (contract_bindings.cpp) and mx_sparse._contract, the accelerator's
+// mx_sparse._C.contract (contract_bindings.cpp) and mx_sparse._core.contract, the accelerator's
 // torch-operator version (mx_sparse/_accelerator/packed_map.py): one set of messages.
 //
 //   mask [M, ceil(K/16)] int16   bit j of mask[m, w] set where nbr[m, 16w + j] >= 0

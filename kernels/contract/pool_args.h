@@ -1,6 +1,6 @@
 // Argument checks of the sparse pooling ops (sparse_max_pool, sparse_avg_pool and their
 // backward ops; schema: schema.cpp), shared by the CPU kernels (kernels/cpu/sparse_pool_cpu.cpp)
-// and, through mx_sparse._C.contract (contract_bindings.cpp) and mx_sparse._contract, the
+// and, through mx_sparse._C.contract (contract_bindings.cpp) and mx_sparse._core.contract, the
 // accelerator's torch-operator version (mx_sparse/_accelerator/sparse_pool.py): one set of
 // messages. Only metadata is checked here (no tensor value is read): the map's entries are
 // checked by each backend where its data lives (the CPU kernels on the host, the accelerator

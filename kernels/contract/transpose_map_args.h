@@ -1,6 +1,6 @@
 // Argument and value checks of transpose_map (schema: schema.cpp), shared by the CPU kernel
 // (kernels/cpu/neighbor_map_cpu.cpp) and, through mx_sparse._C.contract (contract_bindings.cpp)
-// and mx_sparse._contract, the accelerator's version (mx_sparse/_accelerator/neighbor_map.py):
+// and mx_sparse._core.contract, the accelerator's version (mx_sparse/_accelerator/neighbor_map.py):
 // one set of messages. The value checks take what a backend found reading the map where its
 // data lives.
 #pragma once

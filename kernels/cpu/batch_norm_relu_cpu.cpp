@@ -1,5 +1,5 @@
 // BatchNorm followed by ReLU on the features [N, C] of a sparse tensor, as the
-// three kernels the fused layer (mx_sparse/batch_norm_relu.py) is built from:
+// three kernels the fused layer (mx_sparse/nn/batch_norm_relu.py) is built from:
 //
 //   batch_norm_relu_forward(x, ...)       statistics (or the running ones), the
 //                                         running-statistics update, and

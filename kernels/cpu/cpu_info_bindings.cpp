@@ -1,5 +1,5 @@
 // mx_sparse._C functions about the CPU backend on this machine: which gather_mm kernel each
-// dtype runs, and the large-tensor pool's statistics and settings (mx_sparse/cpu_memory.py).
+// dtype runs, and the large-tensor pool's statistics and settings (mx_sparse/runtime/cpu_memory.py).
 #include <torch/extension.h>
 
 #include <map>

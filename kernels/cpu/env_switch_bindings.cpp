@@ -1,6 +1,6 @@
 // mx_sparse._C.env_switch / parse_switch: the one parser of mx_sparse's on/off environment switches
 // (kernels/cpu/env_switch.h), which the CPU kernels call directly and Python through these
-// functions (mx_sparse/config.py env_switch, the accelerator registration's switches).
+// functions (mx_sparse/runtime/config.py env_switch, the accelerator registration's switches).
 #include <torch/extension.h>
 
 #include <cstdlib>
@@ -28,7 +28,7 @@ bool checked_switch(const char* name, const char* raw, bool fallback) {
 
 void register_env_switch_functions(py::module_& m) {
   // The kernels read the switches at load (without throwing) or on first use; a value
-  // env_switch.h does not accept fails the import in mx_sparse/environment.py, which lists
+  // env_switch.h does not accept fails the import in mx_sparse/runtime/environment.py, which lists
   // every invalid value at once (ValueError naming each variable), not some later kernel call.
   m.def("env_switch", [](const std::string& name, bool fallback) {
     return checked_switch(name.c_str(), std::getenv(name.c_str()), fallback);

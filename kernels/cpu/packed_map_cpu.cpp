@@ -3,7 +3,7 @@
 // LiDAR maps are mostly -1 (about 7 of 27 offsets present in a submanifold map,
 // 3 to 4 in a strided one), so a packed map takes a third of the memory or less;
 // the Python layer keeps the maps that no layer is using in this form
-// (mx_sparse/packed_map.py). Rows are handled in fixed blocks whose first value
+// (mx_sparse/nn/packed_map.py). Rows are handled in fixed blocks whose first value
 // positions are stored, so both directions run block-parallel and the result
 // does not depend on the thread count.
 #include <ATen/Parallel.h>

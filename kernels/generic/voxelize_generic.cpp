@@ -6,7 +6,7 @@
 // arithmetic of kernels/common/voxel_rules.h runs as elementwise tensor ops in the same
 // order. A few host reads (counts, the finite check) synchronise the device.
 // Registered for CUDA and PrivateUse1 only; the tests and the *_ON_CPU switches run it on CPU
-// tensors through the dispatcher (mx_sparse._op_registration.kernel_for_key), not through an entry of _C.
+// tensors through the dispatcher (mx_sparse._core.op_registration.kernel_for_key), not through an entry of _C.
 #include <torch/library.h>
 #include <torch/types.h>
 #include <optional>

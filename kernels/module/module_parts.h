@@ -6,7 +6,7 @@
 namespace mxs {
 
 // mx_sparse._C.contract: the argument checks, output extents, key packing and key deltas
-// (kernels/contract/contract_bindings.cpp), reached from Python through mx_sparse._contract.
+// (kernels/contract/contract_bindings.cpp), reached from Python through mx_sparse._core.contract.
 void register_contract_functions(pybind11::module_& m);
 
 // CPU pool statistics and the CPU kernels chosen on this machine (kernels/cpu/cpu_info_bindings.cpp).

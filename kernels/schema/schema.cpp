@@ -2,7 +2,7 @@
 // under their dispatch key (CPU in kernels/cpu; CUDA and PrivateUse1 in
 // mx_sparse/_accelerator/registration.py, over the device primitives of mx_sparse/_cuda
 // and kernels/ascend/binding; voxelization in kernels/generic); autograd is attached once in autograd.cpp; fake (meta) kernels
-// are registered from Python (mx_sparse/_op_registration.py) because the strided map has a
+// are registered from Python (mx_sparse/_core/op_registration.py) because the strided map has a
 // data-dependent number of rows.
 //
 // Neighbor map contract: nbr[M, K] int32, nbr[m, k] = input row that weight slice
@@ -69,7 +69,7 @@ TORCH_LIBRARY(mx_sparse, m) {
   // dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]   (per group).
   m.def("gather_mm_backprop_filter(Tensor features, Tensor grad, Tensor nbr, Tensor? nbr_t, "
         "int groups, bool symmetric=False) -> Tensor");
-  // BatchNorm + ReLU on features [N, C] (mx_sparse/batch_norm_relu.py builds the
+  // BatchNorm + ReLU on features [N, C] (mx_sparse/nn/batch_norm_relu.py builds the
   // fused layer from these). Returns (y, mean, invstd, scale, shift): batch
   // statistics, blended into running_mean/var when given (momentum, unbiased
   // variance), or the running statistics without batch_stats; mean and invstd

@@ -6,4 +6,4 @@ of fallback.py. registration.py says which dispatch key gets what. See docs/en/a
 """
 # The contract's Python face (argument checks and bounds, the C++ messages of kernels/contract/);
 # the one import of it in this package: its modules take it as ``from . import op_args``.
-from .. import _contract as op_args  # noqa: F401
+from .._core import contract as op_args  # noqa: F401

@@ -1,6 +1,6 @@
 """pack_map / unpack_map of the accelerator backends (CUDA, NPU), from torch's operators: the CPU kernels' format
-and checks (kernels/contract/packed_map_args.h, through mx_sparse._contract), the same tensors bit for bit, so a training step on an
-accelerator holds the maps no layer is using packed as it does on the CPU (mx_sparse/packed_map.py).
+and checks (kernels/contract/packed_map_args.h, through mx_sparse._core.contract), the same tensors bit for bit, so a training step on an
+accelerator holds the maps no layer is using packed as it does on the CPU (mx_sparse/nn/packed_map.py).
 
   mask [M, ceil(K/16)] int16   bit j of mask[m, w] set where nbr[m, 16w + j] >= 0
   values [P] int32             the present entries in row-major order

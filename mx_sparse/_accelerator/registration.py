@@ -1,6 +1,6 @@
 """Which dispatch key gets which implementation of the mx_sparse ops (schema:
 kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake kernels
-(mx_sparse/_op_registration.py) are shared by every backend and not registered here.
+(mx_sparse/_core/op_registration.py) are shared by every backend and not registered here.
 
 - ORCHESTRATION (this package, device-neutral) for CUDA, and for PrivateUse1 where the NPU
   binding is loaded (it supplies the NPU primitives).
@@ -18,7 +18,7 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors run, the
   Triton kernels under Triton's interpreter.
 - ``MXS_NPU_ON_CPU=1`` (read at import): the orchestration and the AscendC emulator's
-  primitives (``mx_sparse.ascend.emulator_primitives()``) for the CPU key: every op on CPU
+  primitives (``mx_sparse.runtime.ascend.emulator_primitives()``) for the CPU key: every op on CPU
   tensors runs the code NPU tensors run, the AscendC kernels in the CPU emulator.
 
 Both switches are for checking on machines without the device, not for work (slow).
@@ -51,7 +51,7 @@ ORCHESTRATION = {
 }
 PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
 
-# Whether a training step holds the maps no layer is using packed (mx_sparse/packed_map.py: the
+# Whether a training step holds the maps no layer is using packed (mx_sparse/nn/packed_map.py: the
 # layer's HeldMap, autograd's saved maps), per dispatch key this orchestration serves; a choice of
 # the orchestration, since pack_map / unpack_map are the same code on every device (and stay
 # registered for callers of pack_map on either).
@@ -128,18 +128,18 @@ def batch_norm_kernels(cuda_on_cpu: bool, npu_on_cpu: bool = False) -> dict:
 def _voxelize_cuda_path():
     """Voxelization's CUDA and NPU implementation is C++ with torch's operators (registered under CUDA
     and PrivateUse1 by kernels/generic/voxelize_generic.cpp); for CPU tensors the CUDA key's kernel is
-    called directly (redispatch, mx_sparse._op_registration.kernel_for_key)."""
-    from .._op_registration import kernel_for_key   # defined before _op_registration registers this package
+    called directly (redispatch, mx_sparse._core.op_registration.kernel_for_key)."""
+    from .._core.op_registration import kernel_for_key   # defined before op_registration registers this package
     return {name: kernel_for_key(name, "CUDA") for name in ("voxelize_hard", "voxelize_dynamic")}
 
 
 def _npu_emulator_primitives() -> dict:
     """The AscendC kernels run by the CPU emulator, as CPU-tensor functions with the primitives'
-    schema signatures (mx_sparse/ascend.py)."""
+    schema signatures (mx_sparse/runtime/ascend.py)."""
     try:
-        from .. import ascend
+        from ..runtime import ascend
     except ImportError as e:
-        raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: this build has no AscendC emulator entry (mx_sparse.ascend: {e})") from e
+        raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: this build has no AscendC emulator entry (mx_sparse.runtime.ascend: {e})") from e
     if not ascend.emulator_available():
         raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: the AscendC emulator cannot be built here (a C++ compiler and the "
                            f"kernel sources under kernels/ascend are needed)")

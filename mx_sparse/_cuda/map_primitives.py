@@ -5,7 +5,7 @@ Triton launch each, _unique_sorted_keys as two around one torch cumsum (of the f
 """
 import torch
 
-from .. import _contract as op_args
+from .._core import contract as op_args
 from .._accelerator import fallback
 from . import launch
 

@@ -8,19 +8,19 @@ shared by the spconv-2.x and mmcv surfaces:
   ``sparse_max_pool`` / ``sparse_avg_pool`` ops.
 - ``SparseGlobalPool``: per-sample max / mean over all active voxels.
 
-Transposed convolution (``transposed=True``) is the core layer's (mx_sparse/conv.py): its map
+Transposed convolution (``transposed=True``) is the core layer's (mx_sparse/nn/conv.py): its map
 comes from the ``build_conv_transpose_map`` op on every backend.
 """
 
 import torch
 
-from .._op_registration import has_kernel, ops
-from ..conv import SparseConvolution
-from ..indice_data import IndiceData, build_conv_data, build_subm_data
-from ..layouts import convert_weight
-from ..modules import SparseModule
-from ..sparse_tensor import SparseConvTensor
-from .. import validation
+from .._core.op_registration import has_kernel, ops
+from ..nn.conv import SparseConvolution
+from ..nn.indice_data import IndiceData, build_conv_data, build_subm_data
+from ..nn.layouts import convert_weight
+from ..nn.modules import SparseModule
+from ..nn.sparse_tensor import SparseConvTensor
+from ..nn import validation
 
 
 class CompatConvolution(SparseConvolution):

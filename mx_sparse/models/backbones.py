@@ -6,9 +6,9 @@ from functools import partial
 import torch
 from torch import nn
 
-from ..compile_support import check_batch_norm_rows
-from ..conv import SparseConv3d, SparseInverseConv3d, SubMConv3d
-from ..modules import SparseModule, SparseSequential, bn_relu
+from ..nn.compile_support import check_batch_norm_rows
+from ..nn.conv import SparseConv3d, SparseInverseConv3d, SubMConv3d
+from ..nn.modules import SparseModule, SparseSequential, bn_relu
 
 BatchNorm = partial(nn.BatchNorm1d, eps=1e-3, momentum=0.01)
 

@@ -54,7 +54,7 @@ print("OK", dict(calls))
 @pytest.mark.parametrize("switch", ["MXS_CUDA_ON_CPU", "MXS_NPU_ON_CPU"])
 def test_fused_batch_norm_runs_under_autocast(switch):
     if switch == "MXS_NPU_ON_CPU":
-        from mx_sparse import ascend
+        from mx_sparse.runtime import ascend
         if not ascend.emulator_available():
             pytest.skip("the AscendC emulator needs the kernel sources and a C++ compiler")
     env = dict(os.environ, PYTHONPATH=str(ROOT), TRITON_INTERPRET="1", **{switch: "1"})

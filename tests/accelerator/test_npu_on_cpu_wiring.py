@@ -1,8 +1,8 @@
 """MXS_NPU_ON_CPU=1 wiring (mx_sparse/_accelerator/registration.py), tested with a STAND-IN emulator
-(standin_npu_emulator.py: the fallback primitives in place of mx_sparse.ascend's AscendC kernels):
+(standin_npu_emulator.py: the fallback primitives in place of mx_sparse.runtime.ascend's AscendC kernels):
 in a subprocess with the switch set before import, every mx_sparse op on CPU tensors must be the
 orchestration, its five primitives the emulator's, and the suite's dense-reference tests must pass
-through them. The real emulator's primitives replace the stand-in when mx_sparse.ascend exists."""
+through them. The real emulator's primitives replace the stand-in when mx_sparse.runtime.ascend exists."""
 import os
 import re
 import subprocess
@@ -100,7 +100,7 @@ def test_map_packing_is_the_orchestrations_choice_per_device(monkeypatch):
     """CUDA and the NPU hold maps dense (packing costs host reads and torch operators there, and
     saves MBs next to GBs: registration.PACKS_MAPS), the CPU kernels pack; CPU tensors served by an
     orchestration take that device's choice."""
-    from mx_sparse import packed_map
+    from mx_sparse.nn import packed_map
     assert not registration.packs_maps("cuda")
     assert not registration.packs_maps("npu") and not registration.packs_maps("privateuseone")
     monkeypatch.setattr(registration, "_cpu_served_as", [])

@@ -161,7 +161,7 @@ def test_duplicate_voxels_give_the_cpu_error(first, second):
 
 def test_argument_errors_equal_the_cpu_kernels():
     idx = voxels([5, 6, 7], 2, 10, 0)
-    # (the dtype case names the dtype the Python way, torch.int64, until mx_sparse._contract gives the
+    # (the dtype case names the dtype the Python way, torch.int64, until mx_sparse._core.contract gives the
     # C++ wording, Long: compared up to the dtype name)
     assert error(lambda: ACC["build_subm_map"](idx.long(), [5, 6, 7], 2, [3, 3, 3], [1, 1, 1])).startswith(
         "indices: expected dtype int32, got ")

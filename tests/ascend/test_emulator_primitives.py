@@ -1,4 +1,4 @@
-"""The five accelerator primitives of mx_sparse.ascend: the AscendC kernel sources launched in-process
+"""The five accelerator primitives of mx_sparse.runtime.ascend: the AscendC kernel sources launched in-process
 by the CPU emulator (strict A2 rules, the platform of ASCEND_SIM_SOC, default Ascend910B2), against
 independent references: torch.searchsorted / torch.unique, a Python evaluation of the output-key rule,
 the CPU backend's maps (torch.ops.mx_sparse.build_subm_map / build_conv_map) and dense float64
@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from mx_sparse import ascend
+from mx_sparse.runtime import ascend
 
 pytestmark = pytest.mark.skipif(not ascend.emulator_available(), reason="needs the kernel sources and a C++ compiler")
 

@@ -3,7 +3,7 @@ mx_sparse`) every mx_sparse op on CPU tensors is the accelerator orchestration t
 tensors (mx_sparse/_accelerator: checks, key packing, sorts, un-permutation, per-group loop, maps
 held dense as on the NPU, fused BatchNorm+ReLU), and its five device primitives are the AscendC kernels of
 kernels/ascend, launched in-process by the emulator with the strict Atlas A2 rules
-(mx_sparse.ascend). Compared with the C++ CPU backend, computed in this process: maps and output
+(mx_sparse.runtime.ascend). Compared with the C++ CPU backend, computed in this process: maps and output
 voxels bit-equal, float32 within 1e-5 relative; every one of the five kernels must have been
 launched. float64 has no NPU path, so the dense-reference grid runs in float32 there
 (tests/test_conv_dense_reference.py's DTYPE)."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mx_sparse import ascend
+from mx_sparse.runtime import ascend
 from mx_sparse._accelerator import registration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +58,7 @@ def backbone_step(indices, shape):
 STEP = r"""
 import json, sys, torch
 import mx_sparse
-from mx_sparse import ascend
+from mx_sparse.runtime import ascend
 from mx_sparse._accelerator import registration
 from cuda_cases import network_step
 sys.path.insert(0, TESTS_ASCEND)

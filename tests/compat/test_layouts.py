@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import mx_sparse
-from mx_sparse import layouts
+from mx_sparse.nn import layouts
 from mx_sparse.compat.spconv2 import pytorch as sp2
 from mx_sparse import ops as mmcv_ops
 
@@ -102,7 +102,7 @@ def test_mmdet3d_version_convention():
         conv2 = mmcv_ops.SubMConv3d(3, 3, 3, bias=False)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            with mx_sparse.layouts.checkpoint_layout("KRSC"):
+            with mx_sparse.nn.layouts.checkpoint_layout("KRSC"):
                 conv2.load_state_dict({"weight": w.clone()})
         assert torch.equal(conv2.weight.detach(), mx_sparse.convert_weight(w, "KRSC", "RSCK"))
         assert not [x for x in caught if "mx_sparse" in str(x.message)]

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from mx_sparse import ops as mmcv_ops
-from mx_sparse.layouts import convert_weight
+from mx_sparse.nn.layouts import convert_weight
 
 from .conftest import compare_outputs, coord_grad, make_tensor, oracle, real, record, rel_err, scene
 from .test_spconv_networks import voxel_backbone_8x, sparse_unet
@@ -125,7 +125,7 @@ def test_mmcv_network_with_spconv_checkpoint(name, make):
         g = p.grad
         if p.dim() >= 3:
             conv = net_o.get_submodule(k.rsplit(".", 1)[0])
-            from mx_sparse.layouts import spconv_1x1_path
+            from mx_sparse.nn.layouts import spconv_1x1_path
             g = convert_weight(g, "RSCK", "KRSC", spconv_1x1=spconv_1x1_path(conv))
         errs.append(rel_err(g, params_r[k].grad))
         assert errs[-1] <= 1e-4, k

@@ -24,7 +24,7 @@ def test_cpu_dispatch_entries_are_the_cuda_backend():
 
 def test_cpu_calls_run_the_python_implementations():
     """Behaviour, not just the table: a call launches a Triton kernel. (Both backends raise the
-    one contract's message, mx_sparse._contract, so the error no longer tells them apart.)"""
+    one contract's message, mx_sparse._core.contract, so the error no longer tells them apart.)"""
     nbr = torch.full((2, 27), -1, dtype=torch.int32)
     with pytest.raises(ValueError, match=r"weight: expected dtype Float like features, got Double"):
         torch.ops.mx_sparse.gather_mm(torch.ones(1, 2), torch.ones(27, 2, 2, dtype=torch.float64), nbr, None, 1)
@@ -81,15 +81,15 @@ def test_network_step_matches_cpu_backend():
     if not path:
         pytest.skip("MXS_CUDA_REFERENCE (the CPU backend's result) not given")
     from cuda_cases import network_step
-    from mx_sparse import batch_norm_relu, packed_map
+    from mx_sparse.nn import batch_norm_relu, packed_map
     fused, packed = [], []
     original_fuse, original_pack = batch_norm_relu.batch_norm_relu, packed_map.PackedMap.of
-    mx_sparse.modules.batch_norm_relu = lambda x, bn: fused.append(1) or original_fuse(x, bn)
+    mx_sparse.nn.modules.batch_norm_relu = lambda x, bn: fused.append(1) or original_fuse(x, bn)
     packed_map.PackedMap.of = staticmethod(lambda nbr: packed.append(1) or original_pack(nbr))
     try:
         result = network_step()
     finally:
-        mx_sparse.modules.batch_norm_relu, packed_map.PackedMap.of = original_fuse, original_pack
+        mx_sparse.nn.modules.batch_norm_relu, packed_map.PackedMap.of = original_fuse, original_pack
     assert fused and not packed, "the CUDA path fused BatchNorm+ReLU and held the idle maps dense"
     reference = torch.load(path)
     assert result.keys() == reference.keys()

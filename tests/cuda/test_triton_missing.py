@@ -9,7 +9,7 @@ import sys
 sys.modules["triton"] = None          # as if triton were not installed
 import torch, mx_sparse
 from mx_sparse._cuda import gather_mm
-assert mx_sparse._op_registration.has_kernel("cuda")
+assert mx_sparse._core.op_registration.has_kernel("cuda")
 try:   # the CUDA primitive itself (on CPU tensors the dispatcher would pick the torch-operator fallback)
     gather_mm.gather_mm_one_group(torch.ones(2, 3), torch.ones(1, 3, 4), torch.zeros(2, 1, dtype=torch.int32))
 except RuntimeError as e:

@@ -6,7 +6,7 @@
 // (op_host/<op>_tiling.cpp, the code the CANN glue runs), the workspace the glue asks for, and the
 // launch of the kernel source itself -- here through ICPU_RUN_KF on GmAlloc'd copies of the operands,
 // with the emulator's strict Atlas A2 rules (ASCEND_SIM_STRICT=1). Built as a shared library by
-// mx_sparse/ascend.py with tools/ascend_emulator/cpu_debug_build.sh --shared and loaded with ctypes.
+// mx_sparse/runtime/ascend.py with tools/ascend_emulator/cpu_debug_build.sh --shared and loaded with ctypes.
 //
 // Errors: every function returns 0, or MXS_EMU_INVALID (a limit or argument the kernel does not
 // support: Python raises ValueError) / MXS_EMU_FAILED (e.g. a tiling function refused the shape:

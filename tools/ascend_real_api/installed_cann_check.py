@@ -49,8 +49,8 @@ REQUIRED_HEADERS = {
 
 
 def _build_info():
-    """mx_sparse/ascend_build_info.py, loaded by path (no torch needed)."""
-    spec = importlib.util.spec_from_file_location("mxs_ascend_build_info", REPO / "mx_sparse" / "ascend_build_info.py")
+    """mx_sparse/runtime/ascend_build_info.py, loaded by path (no torch needed)."""
+    spec = importlib.util.spec_from_file_location("mxs_ascend_build_info", REPO / "mx_sparse" / "runtime" / "ascend_build_info.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)

@@ -12,7 +12,7 @@ The CANN custom-operator flow as CANN's documentation describes it ("Operator Pr
      two-phase API (aclnn<Op>GetWorkspaceSize / aclnn<Op>) into libcust_opapi.so;
   4. the resulting custom_opp_*.run installed with --install-path into the Python package
      (mx_sparse/_ascend_opp/vendors/mx_sparse), which mx_sparse puts on ASCEND_CUSTOM_OPP_PATH when
-     imported (mx_sparse/ascend_build_info.py) -- no separate .run step for the user;
+     imported (mx_sparse/runtime/ascend_build_info.py) -- no separate .run step for the user;
   5. the torch_npu binding: `pip install --no-build-isolation -e .` (setup.py builds mx_sparse._C_npu
      when torch_npu and CANN are present; nothing is linked against the op package: the aclnn entry
      points are resolved at run time).
@@ -45,8 +45,8 @@ ATTR_TYPES = {"Int": "int", "ListInt": "listInt", "Float": "float", "Bool": "boo
 
 
 def build_info():
-    """mx_sparse/ascend_build_info.py loaded by path (the package itself needs torch to import)."""
-    spec = importlib.util.spec_from_file_location("mxs_ascend_build_info", REPO / "mx_sparse" / "ascend_build_info.py")
+    """mx_sparse/runtime/ascend_build_info.py loaded by path (the package itself needs torch to import)."""
+    spec = importlib.util.spec_from_file_location("mxs_ascend_build_info", REPO / "mx_sparse" / "runtime" / "ascend_build_info.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)

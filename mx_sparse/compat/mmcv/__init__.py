@@ -1,6 +1,6 @@
 """The ``mmcv.ops`` sparse-convolution and voxelization names over mx_sparse (``from mx_sparse.ops import ...`` or,
 after ``mx_sparse.patch_mmcv()``, ``from mmcv.ops import ...``). Lives in the compat wing;
-``mx_sparse.ops`` (mx_sparse/ops.py) is this package under its documented name."""
+``mx_sparse.ops`` is this package under its documented name (an alias, mx_sparse/_core/old_paths.py)."""
 from . import sparse_conv, sparse_modules, sparse_pool, sparse_structure, voxelize  # noqa: F401
 from .sparse_conv import (SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,  # noqa: F401
                           SparseConvTranspose2d, SparseConvTranspose3d, SparseInverseConv2d, SparseInverseConv3d,

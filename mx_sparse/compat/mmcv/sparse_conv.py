@@ -4,7 +4,7 @@ over mx_sparse's single convolution. Weights in mmcv's layout ``[*kernel, Cin, C
 Checkpoints: mmdet3d's convention is honoured on load - state-dict metadata
 ``version == 2`` (written by mmdet3d when spconv 2.x was installed) means spconv 2.x's
 ``[Cout, *kernel, Cin]``, any other version mmcv's own layout; shapes that fit only one
-layout are converted regardless (see ``mx_sparse.layouts``).
+layout are converted regardless (see ``mx_sparse.nn.layouts``).
 
 As in mmcv, a layer of kernel volume 1 is a plain matmul on the features: it keeps the
 input voxels and spatial shape (whatever its stride) and ignores ``indice_key``."""

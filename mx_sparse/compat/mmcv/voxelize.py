@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn.modules.utils import _pair
 
-from ...voxelize import voxelize
+from ...functional.voxelize import voxelize
 
 
 def voxelization(points: torch.Tensor, voxel_size: Sequence[float], coors_range: Sequence[float],

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from ..._op_registration import ops
+from ..._core.op_registration import ops
 from .ops.voxelization import hard_voxelize  # noqa: F401  (the same function)
 
 PROVIDED = ("npu_sparse_conv3d_grad", "hard_voxelize")

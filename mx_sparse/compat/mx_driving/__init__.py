@@ -4,9 +4,9 @@ for Huawei's mx_driving (``import mx_driving``, ``from mx_driving.spconv import 
 ``mx_driving.ops.voxelization`` / ``mx_driving.point``) runs on mx_sparse, on every device
 mx_sparse supports. Only mx_driving's sparse-convolution and voxelization API is provided;
 other names raise ``AttributeError`` saying so."""
-from ...conv import SparseConv3d, SparseConvolution, SparseInverseConv3d, SubMConv3d  # noqa: F401
-from ...modules import SparseModule, SparseSequential  # noqa: F401
-from ...sparse_tensor import SparseConvTensor  # noqa: F401
+from ...nn.conv import SparseConv3d, SparseConvolution, SparseInverseConv3d, SubMConv3d  # noqa: F401
+from ...nn.modules import SparseModule, SparseSequential  # noqa: F401
+from ...nn.sparse_tensor import SparseConvTensor  # noqa: F401
 from . import _C, modules, ops, point, spconv  # noqa: F401  (spconv: also mx_sparse.spconv)
 from .modules.voxelization import Voxelization  # noqa: F401
 from .ops.voxelization import voxelization  # noqa: F401

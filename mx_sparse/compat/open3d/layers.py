@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ... import functional as F
-from ... import importance as weighting
+from ...functional import importance as weighting
 from . import positions as grid
 from .neighbor_lists import optional_vector
 

@@ -1,5 +1,5 @@
 """Open3D-ML's functional sparse convolutions (``open3d.ml.torch.ops``) with Open3D's argument
-lists, over mx_sparse's ``weighted_gather_mm`` (mx_sparse/importance.py); this module only
+lists, over mx_sparse's ``weighted_gather_mm`` (mx_sparse/functional/importance.py); this module only
 translates arguments.
 
 ``filters`` is ``[*kernel_size, in, out]`` (the filter elements row-major), neighbour lists are
@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from ... import importance as weighting
+from ...functional import importance as weighting
 from . import neighbor_lists
 
 

@@ -21,7 +21,7 @@ previous voxel's mean into every voxel's sum after the first); no dense cell tab
 import numpy as np
 import torch
 
-from ...voxelize import grid_size, voxelize
+from ...functional.voxelize import grid_size, voxelize
 
 
 def _tensorview():

@@ -2,9 +2,9 @@
 mx_driving's output-size helpers."""
 from typing import List, Sequence
 
-from .... import _contract
+from ...._core import contract as _contract
 from ....compat.spconv2.pytorch.ops import get_conv_output_size, get_deconv_output_size  # noqa: F401
-from ....conv import SparseConv3d, SparseConvolution, SparseInverseConv3d, SubMConv3d  # noqa: F401
+from ....nn.conv import SparseConv3d, SparseConvolution, SparseInverseConv3d, SubMConv3d  # noqa: F401
 
 
 def get_inverse_conv_output_size(input_size: Sequence[int], kernel_size: Sequence[int], stride: Sequence[int],

@@ -4,8 +4,8 @@ from typing import List, Union
 
 from ....compat.spconv2.pytorch import RemoveGrid  # noqa: F401
 from ....compat.spconv2.pytorch.modules import is_sparse_conv, is_spconv_module  # noqa: F401
-from ....modules import SparseModule, SparseSequential, ToDense  # noqa: F401
-from ....sparse_tensor import SparseConvTensor  # noqa: F401
+from ....nn.modules import SparseModule, SparseSequential, ToDense  # noqa: F401
+from ....nn.sparse_tensor import SparseConvTensor  # noqa: F401
 
 
 def _mean_update(vals: Union[float, List[float]], m_vals: Union[float, List[float]], t: float):

@@ -1,7 +1,7 @@
 """``mx_driving.modules.voxelization``: mx_driving's ``Voxelization`` module -- mmcv's
 (``max_voxels`` an int or a (training, testing) pair) with mx_driving's ``layout`` and
 return values (see ``mx_driving.ops.voxelization``)."""
-from ....ops.voxelize import Voxelization as _MmcvVoxelization
+from ...mmcv.voxelize import Voxelization as _MmcvVoxelization
 from ..ops.voxelization import voxelization
 
 

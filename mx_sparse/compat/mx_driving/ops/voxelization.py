@@ -10,7 +10,7 @@ from typing import Sequence
 
 import torch
 
-from ....voxelize import voxelize
+from ....functional.voxelize import voxelize
 
 LAYOUTS = ("XYZ", "ZYX")
 

@@ -2,8 +2,8 @@
 spconv 2.x's layout ``[Cout, *kernel, Cin]``; see docs/en/migration_spconv.md."""
 from torch import nn
 
-from ....modules import SparseModule, SparseSequential
-from ....modules import ToDense as _ToDense
+from ....nn.modules import SparseModule, SparseSequential
+from ....nn.modules import ToDense as _ToDense
 from . import constants, core, functional, ops  # noqa: F401
 from .conv import (SparseConv1d, SparseConv2d, SparseConv3d, SparseConv4d, SparseConvolution,  # noqa: F401
                    SparseConvTranspose1d, SparseConvTranspose2d, SparseConvTranspose3d, SparseConvTranspose4d,

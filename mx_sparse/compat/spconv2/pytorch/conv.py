@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from .... import _contract
+from ...._core import contract as _contract
 from ...layers import CompatConvolution
 from ..core import ConvAlgo  # noqa: F401
 from .core import SparseConvTensor  # noqa: F401

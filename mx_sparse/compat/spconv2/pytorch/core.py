@@ -6,9 +6,9 @@ from typing import List, Optional, Union
 import numpy as np
 import torch
 
-from ....indice_data import IndiceData  # noqa: F401  (spconv.pytorch.core.IndiceData)
-from ....serialization import allow
-from ....sparse_tensor import SparseConvTensor as _CoreTensor
+from ....nn.indice_data import IndiceData  # noqa: F401  (spconv.pytorch.core.IndiceData)
+from ....nn.serialization import allow
+from ....nn.sparse_tensor import SparseConvTensor as _CoreTensor
 from ..core import ConvAlgo  # noqa: F401
 
 

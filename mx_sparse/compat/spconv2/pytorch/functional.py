@@ -1,8 +1,8 @@
 """``spconv.pytorch.functional``: ``sparse_add`` (union of voxels, features summed)."""
 import torch
 
-from .... import _contract
-from ....sparse_tensor import SparseConvTensor as _CoreTensor
+from ...._core import contract as _contract
+from ....nn.sparse_tensor import SparseConvTensor as _CoreTensor
 
 
 def sparse_add(*tens: _CoreTensor) -> _CoreTensor:

@@ -2,8 +2,8 @@
 SparseBatchNorm / SparseReLU / SparseIdentity take a SparseConvTensor or a tensor."""
 from torch import nn
 
-from ....modules import SparseModule, SparseSequential  # noqa: F401  (the same objects)
-from ....sparse_tensor import SparseConvTensor as _CoreTensor
+from ....nn.modules import SparseModule, SparseSequential  # noqa: F401  (the same objects)
+from ....nn.sparse_tensor import SparseConvTensor as _CoreTensor
 
 
 def _on_features(module_cls):
@@ -36,7 +36,7 @@ def is_spconv_module(module) -> bool:
 
 
 def is_sparse_conv(module) -> bool:
-    from ....conv import SparseConvolution
+    from ....nn.conv import SparseConvolution
     return isinstance(module, SparseConvolution)
 
 

@@ -1,7 +1,7 @@
 """``spconv.pytorch.ops``: output-size helpers (spconv's formulas)."""
 from typing import List
 
-from .... import _contract
+from ...._core import contract as _contract
 from ..core import ConvAlgo  # noqa: F401
 
 

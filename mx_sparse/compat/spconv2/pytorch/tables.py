@@ -1,7 +1,7 @@
 """``spconv.pytorch.tables``: JoinTable (concat features), AddTable (sum), ConcatTable."""
 import torch
 
-from ....modules import SparseModule
+from ....nn.modules import SparseModule
 from . import functional as F
 
 

@@ -13,7 +13,7 @@ from typing import List, Union
 import torch
 
 from ..utils import calc_meta_data_for, fill_empty_with_mean
-from ....voxelize import voxelize
+from ....functional.voxelize import voxelize
 
 
 class PointToVoxel:

@@ -4,8 +4,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from . import _contract
-from . import functional as F
+from .._core import contract as _contract
+from .. import functional as F
 from .compile_support import is_compiling
 from .packed_map import HeldMap
 

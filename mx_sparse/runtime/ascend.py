@@ -32,7 +32,7 @@ import torch
 # AscendC kernel names, in the order of the library's launch counters (mxs_emu_kernel_name).
 KERNELS = ("SubmMap", "ConvOutKeys", "UniqueSortedKeys", "GatherMm", "GatherMmBackpropFilter")
 
-_ROOT = Path(__file__).resolve().parent.parent
+_ROOT = Path(__file__).resolve().parents[2]   # the checkout (this file is mx_sparse/runtime/ascend.py)
 _ASCEND = _ROOT / "kernels" / "ascend"
 _EMULATOR = _ROOT / "tools" / "ascend_emulator"   # a verification tool: not in the wheel
 _BUILD_SCRIPT = _EMULATOR / "cpu_debug_build.sh"
@@ -142,7 +142,7 @@ def _library():
         if _lib is None:
             missing = _missing()
             if missing:
-                raise RuntimeError("the AscendC emulator (MXS_NPU_ON_CPU=1, mx_sparse.ascend.emulator_primitives) "
+                raise RuntimeError("the AscendC emulator (MXS_NPU_ON_CPU=1, mx_sparse.runtime.ascend.emulator_primitives) "
                                    "needs a source checkout of mx_sparse (kernels/ascend, tools/ascend_emulator; "
                                    "an editable install works, a wheel does not ship them) and a C++ compiler; "
                                    "missing: " + "; ".join(missing))

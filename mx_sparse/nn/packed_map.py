@@ -24,7 +24,7 @@ from typing import Optional
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ._op_registration import has_kernel, ops
+from .._core.op_registration import has_kernel, ops
 from .compile_support import is_compiling
 
 # The HeldMap of each dense map it hands out, keyed by the tensor (weakly, by identity), held
@@ -52,7 +52,7 @@ class PackedMap:
 def _has_packing_kernels(device_type: str) -> bool:
     """pack_map / unpack_map exist for the device, and its backend holds maps packed (the
     accelerator orchestration chooses per device: not on CUDA, see its registration.PACKS_MAPS)."""
-    from ._accelerator import registration
+    from .._accelerator import registration
     return (has_kernel(device_type, "pack_map") and has_kernel(device_type, "unpack_map")
             and registration.packs_maps(device_type))
 

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ._op_registration import has_kernel, ops
+from .._core.op_registration import has_kernel, ops
 from .compile_support import is_compiling
 
 # How to recompute each fused output, keyed by the output tensor (weakly, by identity: an
@@ -59,7 +59,7 @@ def _takes_mixed_dtypes(device_type: str) -> bool:
     """The accelerator implementations (CUDA, NPU) take float16 features too, and parameters of
     another dtype than the features (autocast: float16 / bfloat16 activations, float32 parameters);
     the C++ CPU kernels take float32, float64 and bfloat16 features with parameters of their dtype."""
-    from ._accelerator import registration
+    from .._accelerator import registration
     return registration.orchestration_serves(device_type)
 
 

@@ -25,7 +25,7 @@ INTERPRETER_OFF = ("0", "false", "off", "no")   # TRITON_INTERPRET values that t
 
 def _extension():
     import torch  # noqa: F401  (the extension links against torch's libraries)
-    from . import _C
+    from .. import _C
     return _C
 
 

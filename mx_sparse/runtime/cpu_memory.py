@@ -14,7 +14,7 @@ never come from the pool.
 """
 from typing import Dict
 
-from . import _C
+from .. import _C
 
 
 def stats() -> Dict[str, int]:

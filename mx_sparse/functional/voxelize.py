@@ -17,8 +17,8 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import torch
 
-from . import _contract
-from ._op_registration import ops
+from .._core import contract as _contract
+from .._core.op_registration import ops
 
 PointsLike = Union[torch.Tensor, Sequence[torch.Tensor]]
 

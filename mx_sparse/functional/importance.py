@@ -24,7 +24,7 @@ from typing import Optional, Union
 
 import torch
 
-from ._op_registration import ops
+from .._core.op_registration import ops
 
 NORMALIZE_MODES = ("none", "output", "input")
 

@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from . import _C  # noqa: F401  (registers torch.ops.mx_sparse.*)
+from .. import _C  # noqa: F401  (registers torch.ops.mx_sparse.*)
 
 ops = torch.ops.mx_sparse
 
@@ -24,7 +24,7 @@ def _load_npu_kernels() -> bool:
     mx_sparse/_C_npu*.so only where torch_npu and CANN exist); torch_npu goes first."""
     import glob
     import os
-    libs = glob.glob(os.path.join(os.path.dirname(__file__), "_C_npu*.so"))
+    libs = glob.glob(os.path.join(os.path.dirname(os.path.dirname(__file__)), "_C_npu*.so"))   # in mx_sparse/
     if libs:
         import torch_npu  # noqa: F401
         torch.ops.load_library(libs[0])
@@ -96,7 +96,7 @@ def _transpose_map_fake(nbr, num_rows):
 
 @_register_fake("pack_map")
 def _pack_map_fake(nbr):
-    from ._contract import PACK_LANES, PACK_ROWS_PER_BLOCK
+    from .contract import PACK_LANES, PACK_ROWS_PER_BLOCK
     m, kvol = nbr.shape
     blocks = (m + PACK_ROWS_PER_BLOCK - 1) // PACK_ROWS_PER_BLOCK
     return (nbr.new_empty((m, (kvol + PACK_LANES - 1) // PACK_LANES), dtype=torch.int16), nbr.new_empty((_data_dependent_size(),)),
@@ -222,7 +222,7 @@ def _register_accelerators():
     """The accelerator orchestration for CUDA (and PrivateUse1 with the NPU binding), the device
     primitives, and with MXS_CUDA_ON_CPU=1 / MXS_NPU_ON_CPU=1 for CPU tensors too (see
     mx_sparse/_accelerator/registration.py)."""
-    from ._accelerator import registration
+    from .._accelerator import registration
     registration.register(npu_binding=_load_npu_kernels())
 
 

@@ -8,7 +8,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from ._C import contract as _cc
+from .._C import contract as _cc
 
 # The checks and extents of plain ints are functions of their arguments alone: under torch.compile
 # dynamo runs them while tracing (they raise there, or their result is a constant of the graph)

@@ -10,8 +10,8 @@ from typing import Dict, List, Optional, TextIO
 
 import torch
 
-from . import _C
-from ._op_registration import has_kernel
+from .. import _C
+from .._core.op_registration import has_kernel
 from .environment import ON_OFF_SWITCHES, SWITCHES, keep_limit_problem  # the variables and checks (re-exported)
 from .environment import problems as environment_problems
 from .version import __version__
@@ -42,6 +42,7 @@ def _escaped(value: str) -> str:
     """An environment value shown on one line: control characters (a newline could otherwise
     forge a line of the report) and backslashes escaped."""
     return value.encode("unicode_escape").decode("ascii")
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # mx_sparse/, where _C and _C_npu are
 _BACKEND_KEYS = (("CPU", "CPU"), ("CUDA", "CUDA"), ("NPU", "PrivateUse1"))
 _ISA_NAMES = {"avx512": "AVX-512", "amx": "AMX", "generic": "portable"}
 
@@ -85,14 +86,14 @@ def config() -> Dict[str, object]:
     """The facts ``show_config`` prints, as a dict."""
     declared = _declared_ops()
     backends = {name: _ops_with_kernel(key) for name, key in _BACKEND_KEYS}
-    npu_lib = [f for f in os.listdir(os.path.dirname(__file__)) if f.startswith("_C_npu")]
+    npu_lib = [f for f in os.listdir(PACKAGE_DIR) if f.startswith("_C_npu")]
     return {
         "version": __version__,
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
         "threads": torch.get_num_threads(),
-        "location": os.path.dirname(os.path.abspath(__file__)),
+        "location": PACKAGE_DIR,
         "ops": declared,
         "kernels": backends,
         "backends": compiled_backends(),

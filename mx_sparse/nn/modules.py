@@ -18,7 +18,7 @@ class SparseModule(nn.Module):
     def fused_with(self, bn: nn.BatchNorm1d):
         """A copy of this module computing ``bn(self(x))`` in one step with bn's running
         statistics (inference), or None where the module cannot carry it (the default). The
-        sparse convolutions fold bn into their weight and bias (mx_sparse/conv.py);
+        sparse convolutions fold bn into their weight and bias (mx_sparse/nn/conv.py);
         ``SparseSequential.fused`` asks every module a BatchNorm1d follows."""
         return None
 
@@ -40,7 +40,7 @@ class SparseSequential(SparseModule):
     ``skipped_when_empty``); every other module still runs, so channel changes hold.
 
     A ``BatchNorm1d`` directly followed by a ``ReLU`` runs as one fused step that keeps one
-    activation tensor instead of two for backward (see ``mx_sparse.batch_norm_relu``);
+    activation tensor instead of two for backward (see ``mx_sparse.nn.batch_norm_relu``);
     set ``SparseSequential.fuse_bn_relu = False`` to run torch's modules instead."""
 
     fuse_bn_relu = True

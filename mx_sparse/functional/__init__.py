@@ -8,9 +8,9 @@ from typing import Optional, Sequence, Tuple
 
 import torch
 
-from ._op_registration import ops
+from .._core.op_registration import ops
 # gather_mm with Open3D's importance weights and normalisation, differentiable in features, weight
-# and the importances: the function of mx_sparse/importance.py (which uses ops, not this module).
+# and the importances: the function of mx_sparse/functional/importance.py (which uses ops, not this module).
 from .importance import weighted_gather_mm  # noqa: F401
 
 
@@ -69,7 +69,7 @@ def conv_output_shape(spatial_shape: Sequence[int], batch_size: int, kernel_size
                       stride: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],
                       dilation: Sequence[int]) -> list:
     """Output spatial shape of ``build_conv_map`` (its argument checks and ValueErrors)."""
-    from . import _contract
+    from .._core import contract as _contract
     return _contract.conv_output_shape(spatial_shape, kernel_size, stride, pads_begin, dilation, batch_size, pads_end)
 
 
@@ -77,7 +77,7 @@ def conv_transpose_output_shape(spatial_shape: Sequence[int], batch_size: int, k
                                 stride: Sequence[int], pads_begin: Sequence[int], pads_end: Sequence[int],
                                 dilation: Sequence[int], output_padding: Sequence[int]) -> list:
     """Output spatial shape of ``build_conv_transpose_map`` (its argument checks and ValueErrors)."""
-    from . import _contract
+    from .._core import contract as _contract
     return _contract.conv_transpose_output_shape(spatial_shape, kernel_size, stride, pads_begin, pads_end, dilation,
                                                  output_padding, batch_size)
 

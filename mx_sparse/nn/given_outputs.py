@@ -8,7 +8,7 @@ from typing import List, Optional, Tuple
 
 import torch
 
-from . import functional as F
+from .. import functional as F
 from .indice_data import IndiceData, same_voxels
 from .sparse_tensor import SparseConvTensor
 

@@ -17,8 +17,8 @@ checkpoint's weight shape with what each of ``RSCK``, ``KRSC`` and ``FLAT`` woul
 for this layer. If exactly one interpretation fits (or all fitting ones give the same
 tensor) the weight is converted to the layer's own layout, silently: nothing is ambiguous. If several layouts fit and give different tensors (only possible when
 every dim is equal, e.g. ``Cin = Cout = 3`` with a 3x3x3 kernel), loading raises unless the
-layout is given: ``with mx_sparse.layouts.checkpoint_layout("KRSC"): model.load_state_dict(sd)``
-or ``mx_sparse.layouts.load_state_dict(model, sd, layout="KRSC")``. ``RSKC`` is never
+layout is given: ``with mx_sparse.nn.layouts.checkpoint_layout("KRSC"): model.load_state_dict(sd)``
+or ``mx_sparse.nn.layouts.load_state_dict(model, sd, layout="KRSC")``. ``RSKC`` is never
 guessed (it is indistinguishable from ``RSCK`` whenever ``Cin == Cout``); give it explicitly.
 
 State dicts written by mx_sparse record the layout in their metadata
@@ -173,7 +173,7 @@ def _message(src, dst):
     # no per-layer text: Python shows an identical warning once, so a whole model gives one line
     return (f"mx_sparse: sparse-conv checkpoint weights fit several layouts; mmdet3d's version mark chose "
             f"{DESCRIPTION[src]} (converted to {DESCRIPTION[dst]}); if that is wrong, state the layout with "
-            f"mx_sparse.layouts.checkpoint_layout")
+            f"mx_sparse.nn.layouts.checkpoint_layout")
 
 
 def adapt_loaded_weight(module, state_dict, prefix: str, local_metadata: dict) -> None:
@@ -214,7 +214,7 @@ def adapt_loaded_weight(module, state_dict, prefix: str, local_metadata: dict) -
             raise ValueError(
                 f"{key}: checkpoint weight shape {list(w.shape)} fits several layouts ({', '.join(fits)}) for this "
                 f"layer (kernel_size={list(module.kernel_size)}, in_channels={geometry[1]}, "
-                f"out_channels={geometry[2]}); state it: `with mx_sparse.layouts.checkpoint_layout('KRSC'): "
+                f"out_channels={geometry[2]}); state it: `with mx_sparse.nn.layouts.checkpoint_layout('KRSC'): "
                 f"model.load_state_dict(sd)` (or 'RSCK' / 'FLAT')")
         src = own if own in fits else fits[0]
     src = _check("layout", src)

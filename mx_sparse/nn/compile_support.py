@@ -1,7 +1,7 @@
 """What the Python layer needs to run under ``torch.compile`` as one graph.
 
 A strided convolution's number of output voxels is data-dependent: its fake kernel
-returns an *unbacked* symbolic size (mx_sparse/_op_registration.py), and every later layer's
+returns an *unbacked* symbolic size (mx_sparse/_core/op_registration.py), and every later layer's
 voxel count is that symbol or one derived from it. Dynamo cannot guard on such a
 size, so no branch of the Python layer may depend on its value; the few checks that
 look at a voxel count go through ``maybe_nonzero`` below. The eager-only memory

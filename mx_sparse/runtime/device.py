@@ -1,7 +1,7 @@
 """Choice of the device to run on: the best one present for which this build has kernels."""
 import torch
 
-from ._op_registration import has_kernel
+from .._core.op_registration import has_kernel
 
 
 def best_device() -> torch.device:

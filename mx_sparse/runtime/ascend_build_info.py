@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, MutableMapping, Optional, Tuple
 
 VENDOR = "mx_sparse"
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent   # mx_sparse/ (this file is mx_sparse/runtime/)
 # install root of the op package: <package>/_ascend_opp/vendors/mx_sparse/{op_api,op_impl,op_proto,...}
 OPP_ROOT = PACKAGE_DIR / "_ascend_opp"
 SOURCE_ENV = "source /usr/local/Ascend/ascend-toolkit/set_env.sh"

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from . import conv_padding
-from . import importance
-from . import functional as F
+from ..functional import importance
+from .. import functional as F
 from . import given_outputs
 from . import validation
 from .indice_data import IndiceData, build_conv_data, build_conv_transpose_data, build_subm_data, same_voxels
@@ -46,7 +46,7 @@ class SparseConvolution(LayoutAware, SparseModule):
 
     Padding (strided and transposed): ``padding`` on both sides of every axis, or per-axis
     ``pads_begin`` / ``pads_end`` (given together), or ``auto_pad`` in "none", "valid",
-    "same_upper", "same_lower", as ONNX / oneDNN define them (mx_sparse/conv_padding.py)."""
+    "same_upper", "same_lower", as ONNX / oneDNN define them (mx_sparse/nn/conv_padding.py)."""
 
     def __init__(self, ndim, in_channels, out_channels, kernel_size=3, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, subm=False, output_padding=0, transposed=False, inverse=False,
@@ -80,7 +80,7 @@ class SparseConvolution(LayoutAware, SparseModule):
                                           self.dilation, self.output_padding)
         self.groups, self.subm, self.inverse, self.transposed = groups, subm, inverse, transposed
         self.indice_key, self.fused_bn, self.mode = indice_key, fused_bn, mode
-        importance.normalize_mode(normalize)   # Open3D's normalisation (mx_sparse/importance.py)
+        importance.normalize_mode(normalize)   # Open3D's normalisation (mx_sparse/functional/importance.py)
         self.normalize = normalize
         validation.kernel_volume(self.kernel_size)
         self.weight = nn.Parameter(new_weight([*self.kernel_size, in_channels // groups, out_channels]))
@@ -119,9 +119,9 @@ class SparseConvolution(LayoutAware, SparseModule):
                 out_importance=None) -> SparseConvTensor:
         """``out_indices`` (keyword; strided and transposed layers): evaluate at these output voxels
         -- a SparseConvTensor on this layer's output grid, or int32 rows (batch, *coords) -- instead
-        of the ones the layer derives (mx_sparse/given_outputs.py). ``inp_importance [N]`` /
+        of the ones the layer derives (mx_sparse/nn/given_outputs.py). ``inp_importance [N]`` /
         ``out_importance [M]`` weight the input / output voxels, ``normalize`` (constructor) divides
-        by the number of contributions, as Open3D-ML defines them (mx_sparse/importance.py)."""
+        by the number of contributions, as Open3D-ML defines them (mx_sparse/functional/importance.py)."""
         self._check_input(x)
         data = self._indice_data(x, out_indices)
         weight = self.gemm_weight().to(x.features.dtype)

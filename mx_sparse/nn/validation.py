@@ -1,7 +1,7 @@
 """Argument checks of the Python layer. Each message names the argument, says what
 was expected and what came. What the layers accept beyond the ops (an int for every axis,
 int64 indices, Python types) is checked here; bounds the ops share come from the C++
-contract through mx_sparse._contract. Value checks over all voxels (coordinate ranges,
+contract through mx_sparse._core.contract. Value checks over all voxels (coordinate ranges,
 batch indices, duplicates) run inside the map builders and raise ValueError with the same style."""
 import math
 import operator
@@ -9,8 +9,8 @@ from typing import Sequence, Tuple, Union
 
 import torch
 
-from . import _contract
-from ._contract import FLOAT_DTYPES, MAX_GEOMETRY_VALUE, MAX_KERNEL_VOLUME, MAX_SPATIAL_DIMS  # noqa: F401
+from .._core import contract as _contract
+from .._core.contract import FLOAT_DTYPES, MAX_GEOMETRY_VALUE, MAX_KERNEL_VOLUME, MAX_SPATIAL_DIMS  # noqa: F401
 
 IntOrSeq = Union[int, Sequence[int]]
 
