@@ -10,10 +10,11 @@ aclnnBatchNormBackward on the NPU):
 
   forward           7 operators: native_batch_norm (mean, invstd and the running blend with the
                     unbiased variance), scale and shift ([C]), one addcmul + relu_ for y, mean
-                    and invstd widened to the contract's float64
+                    and invstd widened to the contract's float64 (the rows of one [2, C] tensor)
   scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
-  backward          10 operators: the ReLU mask (shift widened, one float64 addcmul, > 0, where),
-                    mean and invstd narrowed, xhat (sub, mul), gamma * invstd,
+  backward          9 operators: the ReLU mask (shift widened, one float64 addcmul, > 0, where),
+                    mean and invstd narrowed (one cast of the forward's [2, C] tensor), xhat (sub,
+                    mul), gamma * invstd,
                     native_batch_norm_backward over xhat (dx, dgamma, dbeta)
 
 Everything else (a mixture of dtypes, a momentum outside [0, 1], running statistics of a one-row
@@ -100,7 +101,27 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     mean, invstd = _batch_statistics(x, running_mean, running_var, momentum, eps)
     scale, shift = _scale_shift(mean, invstd, weight, bias)
     y = _pre_relu(x, scale, shift).relu_()
-    return _held(y, input.dtype), mean.double(), invstd.double(), scale, shift
+    mean64, invstd64 = _widened_pair(mean, invstd)
+    return _held(y, input.dtype), mean64, invstd64, scale, shift
+
+
+def _widened_pair(mean, invstd):
+    """mean and invstd in float64 as the two rows of one [2, C] tensor (one stack, one cast): the
+    backward then narrows both with one cast (_narrowed_pair)."""
+    pair = torch.stack([mean, invstd]).double()
+    return pair[0], pair[1]
+
+
+def _narrowed_pair(mean, invstd, dtype):
+    """(mean, invstd) in ``dtype``: one cast where they are the adjacent rows of one float64 block
+    (the forward's _widened_pair; a layout fact, read from the tensors' metadata), else one each."""
+    c = mean.shape[0]
+    if (mean.dtype == invstd.dtype and mean.dim() == 1 and invstd.dim() == 1 and mean.is_contiguous()
+            and invstd.is_contiguous() and invstd.storage_offset() == mean.storage_offset() + c
+            and mean.untyped_storage().data_ptr() == invstd.untyped_storage().data_ptr()):
+        pair = _held(mean.as_strided((2, c), (c, 1)), dtype)
+        return pair[0], pair[1]
+    return _held(mean, dtype), _held(invstd, dtype)
 
 
 def scale_shift_relu(input, scale, shift):
@@ -124,8 +145,8 @@ def backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
     if not (batch_stats and n * c > 0 and _all_of(held, weight, scale, shift)):
         return _general_backward(grad, input, mean, invstd, weight, scale, shift, batch_stats)
     g = _relu_gate(dy, x, scale, shift)
-    inv = _held(invstd, held)
-    xhat = (x - _held(mean, held)).mul_(inv)
+    mu, inv = _narrowed_pair(mean, invstd, held)
+    xhat = (x - mu).mul_(inv)
     zeros, ones = (voxel_keys.constant(("bn", value, c, held), x.device,
                                        lambda dev, v=value: torch.full((c,), v, dtype=held, device=dev))
                    for value in (0.0, 1.0))

@@ -67,13 +67,14 @@ class _CountOps(TorchDispatchMode):
         self.ops = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
+        if not func.is_view:   # views (select, as_strided) launch nothing
+            self.ops.append(str(func))
         return func(*args, **(kwargs or {}))
 
 
 def test_few_torch_operators_per_call():
     """float32 features with float32 parameters (the layer outside autocast): forward at most 7
-    operators, the recompute 2, the backward at most 10; no host read (no .item(), no nonzero).
+    operators, the recompute 2, the backward at most 9; no host read (no .item(), no nonzero).
     Counted on a second call: the first makes the small constants (a zero, [C] zeros and ones)
     that every later call of the same shape reuses."""
     args = forward_case(100, 8, torch.float32, True, True, True, seed=9)
@@ -90,5 +91,5 @@ def test_few_torch_operators_per_call():
         OPERATORS_BN["batch_norm_relu_backward"](y, args[0], mean, invstd, args[1], scale, shift, True)
     counts["backward"] = mode.ops
     lengths = {name: len(ops) for name, ops in counts.items()}
-    assert lengths["forward"] <= 7 and lengths["recompute"] <= 2 and lengths["backward"] <= 10, (lengths, counts)
+    assert lengths["forward"] <= 7 and lengths["recompute"] <= 2 and lengths["backward"] <= 9, (lengths, counts)
     assert not any("item" in op or "nonzero" in op for ops in counts.values() for op in ops), counts
