@@ -1,6 +1,6 @@
 """The fused BatchNorm+ReLU from torch operators (mx_sparse/_accelerator/batch_norm_operators.py:
 the NPU's implementation, and that of every device without kernels of its own), on CPU tensors:
-against the C++ CPU kernels within 1e-5 relative (float64 1e-12; values stored in bfloat16 within
+against the C++ CPU kernels within 1e-6 relative (float64 1e-12; values stored in bfloat16 within
 one rounding), against a float64 reference, under autocast's dtypes (float16 / bfloat16 features,
 float32 parameters), bit for bit from run to run, and the number of torch operators per call."""
 import sys
