@@ -5,8 +5,10 @@ first.
 
 The common case (features in their compute dtype, float32 or float64, per-channel tensors of the
 same dtype, momentum in [0, 1]; autocast's float16 / bfloat16 features add one cast) is built on
-torch's own BatchNorm operators, each one kernel on every device (aclnnBatchNorm and
-aclnnBatchNormBackward on the NPU):
+torch's own BatchNorm operators, one aten operator each (torch_npu serves them with aclnnBatchNorm
+and aclnnBatchNormBackward; never run on an NPU here). native_batch_norm also writes a normalised
+output that is not used: one more pass over the features on the device, for 11 fewer host
+operators a call:
 
   forward           7 operators: native_batch_norm (mean, invstd and the running blend with the
                     unbiased variance), scale and shift ([C]), one addcmul + relu_ for y, mean
@@ -14,8 +16,8 @@ aclnnBatchNormBackward on the NPU):
   scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
   backward          9 operators: the ReLU mask (shift widened, one float64 addcmul, > 0, where),
                     mean and invstd narrowed (one cast of the forward's [2, C] tensor), xhat (sub,
-                    mul), gamma * invstd,
-                    native_batch_norm_backward over xhat (dx, dgamma, dbeta)
+                    mul), gamma * invstd, native_batch_norm_backward over xhat (dx, dgamma,
+                    dbeta)
 
 Everything else (a mixture of dtypes, a momentum outside [0, 1], running statistics of a one-row
 batch, no channels, running statistics instead of batch statistics in the backward) takes the
