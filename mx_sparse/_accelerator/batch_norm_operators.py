@@ -3,20 +3,36 @@ BatchNorm kernel exists; each operator is one aclnn call there) and that of ever
 kernels of its own. The accelerator orchestration (batch_norm_relu.py) checks the arguments
 first.
 
-  forward           ~18 operators: mean and var, the running blend (lerp), rsqrt, scale and shift
-                    (float64 [C] vectors, then rounded), one addcmul + relu for y
-  scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
-  backward          ~18 operators
+The common case (features in their compute dtype, float32 or float64, per-channel tensors of the
+same dtype, momentum in [0, 1]; autocast's float16 / bfloat16 features add one cast) is built on
+torch's own BatchNorm operators, one aten operator each (torch_npu serves them with aclnnBatchNorm
+and aclnnBatchNormBackward; never run on an NPU here). native_batch_norm also writes a normalised
+output that is not used: one more pass over the features on the device, for 11 fewer host
+operators a call:
 
-Computed in float32 for float32, float16 and bfloat16 features (float64 for float64): the
-statistics are torch's var_mean (its reductions have a fixed order on each device), the
-backward's sums torch's sum; the per-channel arithmetic on [C] vectors in float64 (the contract
-returns mean and invstd in float64); the backward's ReLU mask from a float64 product (one
-temporary of the features' size: the CPU kernels' exact decision at the boundary). No host
-read. Within 1e-5 relative of the CPU kernels, not their bits
+  forward           7 operators: native_batch_norm (mean, invstd and the running blend with the
+                    unbiased variance), scale and shift ([C]), one addcmul + relu_ for y, mean
+                    and invstd widened to the contract's float64 (the rows of one [2, C] tensor)
+  scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
+  backward          9 operators: the ReLU mask (shift widened, one float64 addcmul, > 0, where),
+                    mean and invstd narrowed (one cast of the forward's [2, C] tensor), xhat (sub,
+                    mul), gamma * invstd, native_batch_norm_backward over xhat (dx, dgamma,
+                    dbeta)
+
+Everything else (a mixture of dtypes, a momentum outside [0, 1], running statistics of a one-row
+batch, no channels, running statistics instead of batch statistics in the backward) takes the
+general route below: torch's mean and var in the compute dtype, the per-channel arithmetic in
+float64, ~18 operators a call.
+
+Computed in float32 for float32, float16 and bfloat16 features (float64 for float64). The
+backward's ReLU mask comes from a float64 product (one temporary of the features' size): the CPU
+kernels' exact decision at the boundary (a one-row batch: x * scale == -shift). No host read.
+Within 1e-6 relative of the CPU kernels, not their bits, and bit for bit from run to run
 (tests/accelerator/test_batch_norm_operators.py, the NPU path's training step and fuzz).
 """
 import torch
+
+from . import voxel_keys
 
 
 def compute_dtype(dtype):
@@ -27,33 +43,133 @@ def _held(t, dtype):
     return t if t.dtype == dtype else t.to(dtype)
 
 
-def _blend_into(running, batch, momentum):
-    """running <- (1 - momentum) * running + momentum * batch from the float64 batch statistic:
-    one lerp where momentum is in [0, 1] (torch's rule for momentum), else in float64 and stored
-    once (a momentum beyond float32's range is not rounded into it)."""
-    if running is None:
-        return
-    if 0.0 <= momentum <= 1.0:
-        running.lerp_(_held(batch, running.dtype), momentum)
-    else:
-        running.copy_(torch.add(running.double() * (1.0 - momentum), batch, alpha=momentum))
+def _all_of(dtype, *tensors):
+    return all(t is None or t.dtype == dtype for t in tensors)
 
 
 def _pre_relu(x, scale, shift):
     return torch.addcmul(shift, x, scale)
 
 
-def _passed_relu(x, scale, shift):
-    """x * scale + shift > 0 as the CPU kernels decide it (the backward's mask): the exact product
-    of the compute-dtype operands plus one rounding for float32 (a float64 product), two roundings
-    for float64 (no fused multiply-add). At the boundary (a one-row batch: x * scale == -shift) a
-    float32 product rounded first would flip the gradient of a whole channel."""
-    if x.dtype != torch.float64:
-        x = x.double()
-    return torch.mul(x, scale).add_(shift) > 0
+def _relu_gate(grad, x, scale, shift):
+    """grad where x * scale + shift > 0 as the CPU kernels decide it, else 0: for float32 the
+    exact product plus one rounding (one float64 addcmul: shift widened, x and scale promoted, so
+    whether it fuses the multiply-add does not matter), for float64 two roundings (a product, then
+    a sum: no fused multiply-add). At the boundary (a one-row batch: x * scale == -shift) one more
+    or one less rounding would flip the gradient of a whole channel."""
+    if x.dtype == torch.float64:
+        pre = torch.mul(x, scale).add_(shift)
+    else:
+        pre = torch.addcmul(shift.double(), x, scale)
+    zero = voxel_keys.constant(("zero", grad.dtype), grad.device,
+                               lambda dev: torch.zeros((), dtype=grad.dtype, device=dev))
+    return torch.where(pre > 0, grad, zero)   # zero a tensor: a Python 0 costs one more operator
+
+
+# ---------------------------------------------------------------- forward
+
+def _batch_statistics(x, running_mean, running_var, momentum, eps):
+    """(mean, invstd) of the batch by native_batch_norm, which also blends the running statistics
+    (torch's rule, the unbiased variance); its normalised output is not used (y is rebuilt below
+    from the rounded scale and shift, which the recompute repeats bit for bit)."""
+    _, mean, invstd = torch.native_batch_norm(x, None, None, running_mean, running_var, True, momentum, eps)
+    return mean, invstd
+
+
+def _scale_shift(mean, invstd, weight, bias):
+    scale = invstd if weight is None else invstd * weight
+    if bias is None:
+        return scale, torch.mul(mean, scale).neg_()
+    return scale, torch.addcmul(bias, mean, scale, value=-1)
+
+
+def _fits_native(x, weight, bias, running_mean, running_var, batch_stats, momentum):
+    """The common case native_batch_norm serves with the contract's rules: batch statistics, every
+    per-channel tensor in the compute dtype, both running statistics or neither, a momentum in
+    [0, 1], more than one row where the running variance is blended (torch's unbiased variance of
+    one row is not the contract's), at least one channel."""
+    n, c = x.shape
+    has_running = running_mean is not None
+    return (batch_stats and c > 0 and n > 0 and has_running == (running_var is not None)
+            and (n > 1 or not has_running) and 0.0 <= momentum <= 1.0
+            and _all_of(x.dtype, weight, bias, running_mean, running_var))
 
 
 def forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
+    held = compute_dtype(input.dtype)
+    x = _held(input, held)
+    if not _fits_native(x, weight, bias, running_mean, running_var, batch_stats, momentum):
+        return _general_forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps)
+    mean, invstd = _batch_statistics(x, running_mean, running_var, momentum, eps)
+    scale, shift = _scale_shift(mean, invstd, weight, bias)
+    y = _pre_relu(x, scale, shift).relu_()
+    mean64, invstd64 = _widened_pair(mean, invstd)
+    return _held(y, input.dtype), mean64, invstd64, scale, shift
+
+
+def _widened_pair(mean, invstd):
+    """mean and invstd in float64 as the two rows of one [2, C] tensor (one stack, one cast): the
+    backward then narrows both with one cast (_narrowed_pair)."""
+    pair = torch.stack([mean, invstd]).double()
+    return pair[0], pair[1]
+
+
+def _narrowed_pair(mean, invstd, dtype):
+    """(mean, invstd) in ``dtype``: one cast where they are the adjacent rows of one float64 block
+    (the forward's _widened_pair; a layout fact, read from the tensors' metadata), else one each."""
+    c = mean.shape[0]
+    if (mean.dtype == invstd.dtype and mean.dim() == 1 and invstd.dim() == 1 and mean.is_contiguous()
+            and invstd.is_contiguous() and invstd.storage_offset() == mean.storage_offset() + c
+            and mean.untyped_storage().data_ptr() == invstd.untyped_storage().data_ptr()):
+        pair = _held(mean.as_strided((2, c), (c, 1)), dtype)
+        return pair[0], pair[1]
+    return _held(mean, dtype), _held(invstd, dtype)
+
+
+def scale_shift_relu(input, scale, shift):
+    held = compute_dtype(input.dtype)
+    y = _pre_relu(_held(input, held), _held(scale, held), _held(shift, held)).relu_()
+    return _held(y, input.dtype)
+
+
+# ---------------------------------------------------------------- backward
+
+def backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
+    """g = grad where the ReLU passed, xhat = (x - mean) * invstd; with batch statistics dbeta =
+    sum g, dgamma = sum g * xhat, dx = gamma * invstd * (g - (dbeta + xhat * dgamma) / n) by one
+    native_batch_norm_backward over xhat (its mean 0, its invstd 1, its weight gamma * invstd):
+    the products and sums the contract names, so a non-finite mean or invstd spreads into the
+    same outputs as on the CPU. dgamma and dbeta in the wider of the features' and the weight's
+    dtype."""
+    held = compute_dtype(input.dtype)
+    x, dy = _held(input, held), _held(grad, held)
+    n, c = x.shape
+    if not (batch_stats and n * c > 0 and _all_of(held, weight, scale, shift)):
+        return _general_backward(grad, input, mean, invstd, weight, scale, shift, batch_stats)
+    g = _relu_gate(dy, x, scale, shift)
+    mu, inv = _narrowed_pair(mean, invstd, held)
+    xhat = (x - mu).mul_(inv)
+    zeros, ones = (voxel_keys.constant(("bn", value, c, held), x.device,
+                                       lambda dev, v=value: torch.full((c,), v, dtype=held, device=dev))
+                   for value in (0.0, 1.0))
+    dx, dgamma, dbeta = torch.ops.aten.native_batch_norm_backward(
+        g, xhat, inv if weight is None else inv * weight, None, None, zeros, ones, True, 0.0, [True, True, True])
+    channel_dtype = input.dtype if weight is None else weight.dtype
+    return _held(dx, input.dtype), _held(dgamma, channel_dtype), _held(dbeta, channel_dtype)
+
+
+# ---------------------------------------------------------------- the general route
+
+def _blend_into(running, batch, momentum):
+    """running <- (1 - momentum) * running + momentum * batch in float64 from the float64 batch
+    statistic, stored once: the CPU kernels' formula for every momentum (a lerp turns an infinite
+    running value into NaN; a fused multiply-add would not cancel (1 - m) * r + m * b exactly
+    where the two terms are equal and opposite)."""
+    if running is not None:
+        running.copy_(torch.add(running.double() * (1.0 - momentum), batch * momentum))
+
+
+def _general_forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
     """The statistics in the compute dtype over the features; the per-channel arithmetic ([C]
     vectors: invstd, scale, shift, the running blend) in float64, as the contract's float64 mean
     and invstd ask."""
@@ -68,28 +184,19 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     else:
         mean, var = running_mean.double(), running_var.double()
     invstd = torch.rsqrt(var + eps)
-    scale64 = invstd if weight is None else invstd * weight
-    shift64 = torch.mul(mean, scale64).neg_() if bias is None else torch.addcmul(bias.double(), mean, scale64,
-                                                                                  value=-1)
+    scale64, shift64 = _scale_shift(mean, invstd, weight, bias)   # float64: weight and bias promoted
     scale, shift = _held(scale64, held), _held(shift64, held)
     y = _pre_relu(x, scale, shift).relu_()
     return _held(y, input.dtype), mean, invstd, scale, shift
 
 
-def scale_shift_relu(input, scale, shift):
-    held = compute_dtype(input.dtype)
-    y = _pre_relu(_held(input, held), _held(scale, held), _held(shift, held)).relu_()
-    return _held(y, input.dtype)
-
-
-def backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
-    """g = grad where the ReLU passed, xhat = (x - mean) * invstd; dbeta = sum g, dgamma = sum g * xhat;
-    dx = gamma * invstd * (g - (dbeta + xhat * dgamma) / n) with batch statistics, else
-    gamma * invstd * g. dgamma and dbeta in the wider of the features' and the weight's dtype."""
+def _general_backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
+    """xhat = (x - mean) * invstd; dbeta = sum g, dgamma = sum g * xhat; dx = gamma * invstd * (g -
+    (dbeta + xhat * dgamma) / n) with batch statistics, else gamma * invstd * g."""
     held = compute_dtype(input.dtype)
     x, dy = _held(input, held), _held(grad, held)
     mean, invstd = _held(mean, held), _held(invstd, held)
-    g = torch.where(_passed_relu(x, _held(scale, held), _held(shift, held)), dy, 0)
+    g = _relu_gate(dy, x, _held(scale, held), _held(shift, held))
     xhat = (x - mean).mul_(invstd)
     dbeta = g.sum(0)
     dgamma = (g * xhat).sum(0)

@@ -39,10 +39,13 @@ primitives = torch.ops.mx_sparse
 
 
 def _rows(found, order):
-    """Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32 (index_select
-    takes the int32 positions as they are)."""
-    rows = order.int().index_select(0, found.clamp(min=0).view(-1)).view(found.shape)
-    return torch.where(found >= 0, rows, NO_NEIGHBOR)
+    """Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32: one gather
+    from the rows behind a leading -1 (position p is entry p + 1; index_select takes the int32
+    positions as they are)."""
+    absent = voxel_keys.constant(("absent row",), found.device,
+                                 lambda dev: torch.full((1,), NO_NEIGHBOR, dtype=torch.int32, device=dev))
+    rows = torch.cat([absent, order.int()])
+    return rows.index_select(0, (found + 1).view(-1)).view(found.shape)
 
 
 def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):

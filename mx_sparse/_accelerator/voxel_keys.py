@@ -29,8 +29,8 @@ def pack(idx, shape, shift=None, scale=None):
     one row sum (two kernels)."""
     batch_weight, weights, shifts = _expansion(shape, shift, scale)
     key = ("pack", tuple(shape), tuple(shifts), tuple(weights))
-    w = _constant(key + ("w",), idx.device, lambda dev: _vector([batch_weight] + weights, dev))
-    b = _constant(key + ("b",), idx.device, lambda dev: _vector([0] + shifts, dev))
+    w = constant(key + ("w",), idx.device, lambda dev: _vector([batch_weight] + weights, dev))
+    b = constant(key + ("b",), idx.device, lambda dev: _vector([0] + shifts, dev))
     return torch.addcmul(b, idx, w).sum(1)
 
 
@@ -42,8 +42,8 @@ def pack_columns(batch, coords, shape, shift=None, scale=None):
     key = batch * batch_weight
     for c, w in zip(coords, weights):
         key = torch.add(key, c, alpha=w)
-    constant = sum(shifts)
-    return key + constant if constant else key
+    offset = sum(shifts)
+    return key + offset if offset else key
 
 
 def unpack(keys, shape):
@@ -56,19 +56,20 @@ def unpack(keys, shape):
         weights[d] = after
         after *= shape[d]
     key = ("unpack", tuple(shape))
-    w = _constant(key + ("w",), keys.device, lambda dev: _vector([after] + weights, dev))
-    s = _constant(key + ("s",), keys.device, lambda dev: _vector([op_args.INT64_MAX] + list(shape), dev))
+    w = constant(key + ("w",), keys.device, lambda dev: _vector([after] + weights, dev))
+    s = constant(key + ("s",), keys.device, lambda dev: _vector([op_args.INT64_MAX] + list(shape), dev))
     return keys.unsqueeze(1).div(w, rounding_mode="floor").remainder_(s)
 
 
-# (what, its parameters, device) -> a small constant tensor of the map builders: a function of a
-# layer's configuration and its grid, which repeat every training step, so made once and only
-# read afterwards. A few entries per network; emptied if it ever holds MAX_CONSTANTS.
+# (what, its parameters, device) -> a small constant tensor of the map builders (a function of a
+# layer's configuration and its grid, which repeat every training step) or of the fused
+# BatchNorm's torch operators (a zero of the features' dtype): made once and only read afterwards.
+# A few entries per network; emptied if it ever holds MAX_CONSTANTS.
 _constants = {}
 MAX_CONSTANTS = 1024
 
 
-def _constant(key, device, make):
+def constant(key, device, make):
     """``make(device)``, kept under ``key``. Under a fake-tensor trace it is made afresh (a fake
     tensor is no constant); under inference mode it is made a normal tensor (usable outside)."""
     device = torch.device(device)
@@ -135,7 +136,7 @@ def deltas(kernel, dilation, padded, centered, device):
     grid: sum_d (kp_d - centre_d) * dilation_d * stride_d, centre = k//2 for the submanifold map.
     Made once per (kernel, dilation, grid, device) by a few small kernels (no host copy), then kept."""
     key = ("deltas", tuple(kernel), tuple(dilation), tuple(padded), bool(centered))
-    return _constant(key, device, lambda dev: _make_deltas(kernel, dilation, padded, centered, dev))
+    return constant(key, device, lambda dev: _make_deltas(kernel, dilation, padded, centered, dev))
 
 
 def _make_deltas(kernel, dilation, padded, centered, device):

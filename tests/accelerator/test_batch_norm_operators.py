@@ -1,6 +1,6 @@
 """The fused BatchNorm+ReLU from torch operators (mx_sparse/_accelerator/batch_norm_operators.py:
 the NPU's implementation, and that of every device without kernels of its own), on CPU tensors:
-against the C++ CPU kernels within 1e-5 relative (float64 1e-12; values stored in bfloat16 within
+against the C++ CPU kernels within 1e-6 relative (float64 1e-12; values stored in bfloat16 within
 one rounding), against a float64 reference, under autocast's dtypes (float16 / bfloat16 features,
 float32 parameters), bit for bit from run to run, and the number of torch operators per call."""
 import sys
@@ -67,14 +67,18 @@ class _CountOps(TorchDispatchMode):
         self.ops = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
+        if not func.is_view:   # views (select, as_strided) launch nothing
+            self.ops.append(str(func))
         return func(*args, **(kwargs or {}))
 
 
 def test_few_torch_operators_per_call():
-    """float32 features with float32 parameters (the layer outside autocast): forward at most 18
-    operators, the recompute 2, the backward at most 18; no host read (no .item(), no nonzero)."""
+    """float32 features with float32 parameters (the layer outside autocast): forward at most 7
+    operators, the recompute 2, the backward at most 9; no host read (no .item(), no nonzero).
+    Counted on a second call: the first makes the small constants (a zero, [C] zeros and ones)
+    that every later call of the same shape reuses."""
     args = forward_case(100, 8, torch.float32, True, True, True, seed=9)
+    run_all(OPERATORS_BN, args)
     counts = {}
     for name, call in (("forward", lambda: OPERATORS_BN["batch_norm_relu_forward"](*args)),):
         with _CountOps() as mode:
@@ -87,5 +91,5 @@ def test_few_torch_operators_per_call():
         OPERATORS_BN["batch_norm_relu_backward"](y, args[0], mean, invstd, args[1], scale, shift, True)
     counts["backward"] = mode.ops
     lengths = {name: len(ops) for name, ops in counts.items()}
-    assert lengths["forward"] <= 18 and lengths["recompute"] <= 2 and lengths["backward"] <= 18, (lengths, counts)
+    assert lengths["forward"] <= 7 and lengths["recompute"] <= 2 and lengths["backward"] <= 9, (lengths, counts)
     assert not any("item" in op or "nonzero" in op for ops in counts.values() for op in ops), counts
