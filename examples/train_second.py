@@ -249,6 +249,19 @@ class Voxelized:
             v = self.voxelizer([pts])
             self.frames.append((v.mean(), v.coordinates[:, 1:]))
         self.mirror_ok = abs(cfg["point_cloud_range"][1] + cfg["point_cloud_range"][4]) < 1e-6
+        self._eval_batches = None
+
+    def eval_batches(self, batch_size):
+        """The frames in order, ``batch_size`` at a time, as SparseConvTensors built once and
+        kept: the encoder caches its neighbour maps in each tensor's indice_dict, and those
+        depend only on the voxel coordinates, so every evaluation after the first reuses them
+        (building them was a quarter of an evaluation's time). predict() holds them packed
+        between evaluations."""
+        if self._eval_batches is None or self._eval_batches[0] != batch_size:
+            starts = range(0, len(self.frames), batch_size)
+            self._eval_batches = (batch_size, [self.batch(list(range(s, min(s + batch_size, len(self.frames)))))
+                                               for s in starts])
+        return self._eval_batches[1]
 
     def batch(self, ids, flips=None):
         """SparseConvTensor of the frames ``ids``; a frame with flips[i] is mirrored (y -> -y)."""
@@ -320,10 +333,10 @@ def train_epoch(model, data, records, grid, optimizer, scheduler, cfg, epoch, rn
 def predict(model, data, grid, cfg):
     model.eval()
     preds = []
-    bs = int(cfg["batch_size"])
-    for start in tqdm(range(0, len(data.frames), bs), desc="evaluate", unit="batch", leave=False):
-        ids = list(range(start, min(start + bs, len(data.frames))))
-        preds += decode(model(data.batch(ids)), grid, score_threshold=cfg["score_threshold"])
+    for x in tqdm(data.eval_batches(int(cfg["batch_size"])), desc="evaluate", unit="batch", leave=False):
+        preds += decode(model(x), grid, score_threshold=cfg["score_threshold"])
+        for held in x.indice_dict.values():     # kept packed (a third of the bytes) until the next evaluation
+            held.release()
     return preds
 
 
