@@ -1,8 +1,8 @@
 """The main job's evaluation made cheap, checked against the straightforward forms it
 replaced: the rotated BEV IoU of all pairs at once against one pair at a time
 (tests/iou_reference.py), the AP built on it against the AP built on the reference, the BEV
-map written channels-first against SparseConvTensor.dense(), and the held-out batches kept
-with their neighbour maps against batches built afresh."""
+map written channels-first against SparseConvTensor.dense() (alone and inside the job's
+predict())."""
 import importlib.util
 import os
 import sys
@@ -91,7 +91,7 @@ def load_job():
     return job
 
 
-def test_kept_held_out_batches_predict_what_fresh_batches_predict():
+def test_predict_equals_the_former_dense_path():
     job = load_job()
     cfg = {k: v for k, (v, _) in job.DEFAULTS.items()}
     cfg.update(val_scenes=3, azimuth_steps=256, point_cloud_range=[0, -8, -3, 16, 8, 1],
@@ -101,17 +101,15 @@ def test_kept_held_out_batches_predict_what_fresh_batches_predict():
     records, _ = job.generated_frames(cfg, ("val",))
     data = job.Voxelized(records["val"], cfg, torch.device("cpu"))
     model.eval()
-    with torch.no_grad():   # the former evaluation: a new tensor per batch, maps built each time
-        fresh = [p for ids in ([0, 1], [2]) for p in job.decode(model(data.batch(ids)), grid, score_threshold=0.0)]
-    first = job.predict(model, data, grid, cfg)
-    kept = data.eval_batches(2)
-    assert len(kept) == 2 and all(len(x.indice_dict) > 0 for x in kept)    # the maps stay with the batches
-    maps = [dict(x.indice_dict) for x in kept]
-    second = job.predict(model, data, grid, cfg)
-    assert all(dict(x.indice_dict) == m for x, m in zip(kept, maps))      # reused, not rebuilt
-    for preds in (first, second):
-        assert len(preds) == 3
-        for p, f in zip(preds, fresh):
-            assert len(f["scores"]) > 0
-            for key in ("boxes", "scores", "classes"):
-                np.testing.assert_array_equal(p[key], f[key])
+    former = []
+    with torch.no_grad():   # SparseConvTensor.dense(), then the height folded into the channels
+        for ids in ([0, 1], [2]):
+            bev = model.neck(model.encoder(data.batch(ids)).dense().flatten(1, 2))
+            out = dict(heatmap=model.heatmap(bev), regression=model.regression(bev))
+            former += job.decode(out, grid, score_threshold=0.0)
+    preds = job.predict(model, data, grid, cfg)
+    assert len(preds) == 3
+    for p, f in zip(preds, former):
+        assert len(f["scores"]) > 0
+        for key in ("boxes", "scores", "classes"):
+            np.testing.assert_array_equal(p[key], f[key])
