@@ -81,9 +81,20 @@ class CenterPoint(nn.Module):
 
     def forward(self, x):
         """dict(heatmap=[B, C, H, W] logits, regression=[B, 8, H, W]) of a SparseConvTensor."""
-        dense = self.encoder(x).dense()                       # [B, 128, D, H, W]
-        bev = self.neck(dense.flatten(1, 2))
+        bev = self.neck(bev_map(self.encoder(x)))
         return dict(heatmap=self.heatmap(bev), regression=self.regression(bev))
+
+
+def bev_map(x) -> torch.Tensor:
+    """``x.dense()`` with the height folded into the channels, ``[B, C * D, H, W]``, written
+    straight into that layout: ``dense()`` scatters channels-last and then copies the whole
+    grid (72 MB a batch of two at KITTI's scale) to channels-first, which cost more than the
+    scatter. Same values, bit for bit."""
+    c = x.features.shape[1]
+    out = x.features.new_zeros([x.batch_size, c] + list(x.spatial_shape))
+    idx = x.indices.long()
+    out.movedim(1, -1)[tuple(idx[:, d] for d in range(idx.shape[1]))] = x.features
+    return out.flatten(1, 2)
 
 
 def gaussian_radius(length_cells: float, width_cells: float, min_overlap: float = 0.1) -> float:
