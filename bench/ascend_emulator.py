@@ -119,7 +119,7 @@ def cli(c, repeat, sorted_cand):
 
 
 class _Recorder(TorchDispatchMode):
-    """The mx_sparse map builders and gathers a step calls, with their arguments."""
+    """The mx_sparse map builders and gathers a step calls, with their arguments and results."""
 
     OPS = ("build_subm_map", "build_conv_map", "gather_mm", "gather_mm_backprop_filter")
 
@@ -130,7 +130,7 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         if func.namespace == "mx_sparse" and func.__name__.split(".")[0] in self.OPS:
-            self.calls.append((func.__name__.split(".")[0], args))
+            self.calls.append((func.__name__.split(".")[0], args, out))
         return out
 
 
@@ -147,7 +147,7 @@ def _deltas(ks, dl, padded, centered):
                          for kpos in itertools.product(*[range(k) for k in ks])], dtype=torch.int64)
 
 
-def _replay(p, name, args):
+def _replay(p, name, args, result):
     """The primitive launches of one recorded op."""
     if name == "build_subm_map":
         ind, shape, batch, ks, dl = args
@@ -158,7 +158,7 @@ def _replay(p, name, args):
     elif name == "build_conv_map":
         ind, shape, batch, ks, st, pd, dl = args
         ukeys, count = p["_unique_sorted_keys"](torch.sort(p["_conv_out_keys"](ind, shape, batch, ks, st, pd, dl)).values)
-        out_shape = [(n + 2 * q - d * (k - 1) - 1) // s + 1 for n, k, s, q, d in zip(shape, ks, st, pd, dl)]
+        out_shape = list(result[2])     # the builder's output grid (its third result)
         rem, coords = ukeys[: int(count)], []
         for size in reversed(out_shape):
             coords.append(rem % size)
@@ -190,16 +190,16 @@ def step(voxels):
     before = ascend.emulator_stats()
     cpu = {}
     t0 = time.perf_counter()
-    for name, args in rec.calls:
+    for name, args, result in rec.calls:
         c0 = _cpu_seconds()
-        _replay(p, name, args)
+        _replay(p, name, args, result)
         cpu[name] = cpu.get(name, 0.0) + _cpu_seconds() - c0
     wall = time.perf_counter() - t0
     launches = {k: v - before[k] for k, v in ascend.emulator_stats().items()}
     print(f"VoxelBackBone8x training step, {voxels} voxels: {wall:.1f} s wall, {sum(cpu.values()):.1f} s CPU in the "
           f"emulator; launches {launches}")
     for name, sec in cpu.items():
-        print(f"  {name:<28}{sum(1 for n, _ in rec.calls if n == name):>4} calls {sec:>7.1f} s CPU")
+        print(f"  {name:<28}{sum(1 for n, _, _ in rec.calls if n == name):>4} calls {sec:>7.1f} s CPU")
 
 
 def main(argv=None):

@@ -93,10 +93,11 @@ def cases():
             out["sparse_max_pool (+backward) float32"] = ([f, nbr], max_pool)
             out["sparse_avg_pool (+backward) float32"] = ([f, nbr], avg_pool)
     out["build_subm_map"] = ([idx], lambda idx: [OPS.build_subm_map(idx, shape, 1, [3, 3, 3], [1, 1, 1])])
+    # (the tensors: the third result, the output spatial shape, is not data)
     out["build_conv_map"] = ([idx], lambda idx: list(OPS.build_conv_map(idx, shape, 1, [3, 3, 3], [2, 2, 2],
-                                                                        [1, 1, 1], [1, 1, 1])))
+                                                                        [1, 1, 1], [1, 1, 1])[:2]))
     out["build_conv_transpose_map"] = ([idx], lambda idx: list(OPS.build_conv_transpose_map(
-        idx, shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0])))
+        idx, shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0])[:2]))
     out["transpose_map, pack_map, unpack_map"] = ([nbr], lambda nbr: [
         OPS.transpose_map(nbr, n), *OPS.pack_map(nbr), OPS.unpack_map(*OPS.pack_map(nbr), kvol)])
     return out

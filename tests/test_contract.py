@@ -243,8 +243,8 @@ def test_conv_map_outputs_are_in_packed_key_order():
     g = torch.Generator().manual_seed(1)
     shape = [9, 8, 7]
     indices = _contract.unpack_keys(torch.randperm(2 * math.prod(shape), generator=g)[:80], shape)
-    out, _ = ops.build_conv_map(indices, shape, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    out_shape = _contract.conv_output_shape(shape, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], 2)
+    out, _, out_shape = ops.build_conv_map(indices, shape, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    assert out_shape == _contract.conv_output_shape(shape, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], 2) == [5, 4, 4]
     keys = _contract.pack_keys(out, out_shape)
     assert bool((keys[1:] > keys[:-1]).all())
     assert torch.equal(_contract.unpack_keys(keys, out_shape), out)
@@ -258,9 +258,9 @@ def test_output_extents():
     # a dense input grid reaches every output cell: the builder's outputs span the extent
     shape = [5, 6, 4]
     dense = _contract.unpack_keys(torch.arange(math.prod(shape)), shape)
-    out, _ = ops.build_conv_map(dense, shape, 1, [3, 2, 3], [2, 2, 1], [1, 0, 2], [1, 1, 2])
+    out, _, out_shape = ops.build_conv_map(dense, shape, 1, [3, 2, 3], [2, 2, 1], [1, 0, 2], [1, 1, 2])
     extent = _contract.conv_output_extent(shape, [3, 2, 3], [2, 2, 1], [1, 0, 2], [1, 1, 2])
-    assert (out[:, 1:].max(0).values + 1).tolist() == extent and out.shape[0] == math.prod(extent)
+    assert (out[:, 1:].max(0).values + 1).tolist() == extent == out_shape and out.shape[0] == math.prod(extent)
 
 
 def test_spconv_output_size_helpers_follow_spconv():

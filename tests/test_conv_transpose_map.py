@@ -87,9 +87,9 @@ def test_transpose_map_equals_reference_on_both_backends(case):
     assert F.conv_transpose_output_shape(shape, 2, k, s, pb, pe, d, op) == out_shape
     args = (idx, shape, 2, k, s, pb, pe, d, op)
     for build in (CPU.build_conv_transpose_map, ACC["build_conv_transpose_map"]):
-        out, nbr = build(*args)
+        out, nbr, built_shape = build(*args)
         assert out.dtype == nbr.dtype == torch.int32
-        assert torch.equal(out, want_out) and torch.equal(nbr, want_nbr)
+        assert torch.equal(out, want_out) and torch.equal(nbr, want_nbr) and list(built_shape) == out_shape
 
 
 @pytest.mark.parametrize("case", range(len(CONV)))
@@ -99,12 +99,12 @@ def test_asymmetric_conv_map_equals_reference_on_both_backends(case):
     want_out, want_nbr, out_shape = reference_conv_map(idx, shape, k, s, pb, pe, d)
     assert F.conv_output_shape(shape, 2, k, s, pb, pe, d) == out_shape
     for build in (CPU.build_conv_map, ACC["build_conv_map"]):
-        out, nbr = build(idx, shape, 2, k, s, pb, d, pe)
-        assert torch.equal(out, want_out) and torch.equal(nbr, want_nbr)
+        out, nbr, built_shape = build(idx, shape, 2, k, s, pb, d, pe)
+        assert torch.equal(out, want_out) and torch.equal(nbr, want_nbr) and list(built_shape) == out_shape
     # pads_end omitted or equal to padding: the symmetric map
     sym = CPU.build_conv_map(idx, shape, 2, k, s, pb, d)
-    for a, b in zip(sym, CPU.build_conv_map(idx, shape, 2, k, s, pb, d, pb)):
-        assert torch.equal(a, b)
+    explicit = CPU.build_conv_map(idx, shape, 2, k, s, pb, d, pb)
+    assert torch.equal(sym[0], explicit[0]) and torch.equal(sym[1], explicit[1]) and sym[2] == explicit[2]
 
 
 def test_transpose_map_large_grid_takes_the_sort_path():
@@ -112,17 +112,18 @@ def test_transpose_map_large_grid_takes_the_sort_path():
     shape = [1 << 20, 1 << 20]
     idx = torch.tensor([[0, 5, 7], [0, 1 << 19, 3], [1, 9, (1 << 20) - 1], [0, 6, 7]], dtype=torch.int32)
     args = ([3, 2], [2, 3], [1, 0], [0, 2], [1, 1], [1, 2])
-    want_out, want_nbr, _ = reference_transpose_map(idx, shape, *args)
+    want_out, want_nbr, out_shape = reference_transpose_map(idx, shape, *args)
     for build in (CPU.build_conv_transpose_map, ACC["build_conv_transpose_map"]):
-        out, nbr = build(idx, shape, 2, *args)
-        assert torch.equal(out, want_out) and torch.equal(nbr, want_nbr)
+        out, nbr, built_shape = build(idx, shape, 2, *args)
+        assert torch.equal(out, want_out) and torch.equal(nbr, want_nbr) and list(built_shape) == out_shape
 
 
 def test_empty_input_gives_empty_map():
     idx = torch.zeros((0, 4), dtype=torch.int32)
     for build in (CPU.build_conv_transpose_map, ACC["build_conv_transpose_map"]):
-        out, nbr = build(idx, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0])
-        assert out.shape == (0, 4) and nbr.shape == (0, 27)
+        out, nbr, out_shape = build(idx, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], [1, 1, 1], [0, 0, 0])
+        # (s - 1)*2 - 1 - 1 + 2 + 1 per axis: the grid, even with no voxel on it
+        assert out.shape == (0, 4) and nbr.shape == (0, 27) and list(out_shape) == [7, 7, 7]
 
 
 def messages(*args):
@@ -216,5 +217,5 @@ def test_maps_through_the_ascend_emulator_equal_the_cpu_kernel(tmp_path):
     got = torch.load(tmp_path / "maps.pt")
     want = [CPU.build_conv_transpose_map(*a) for a in args["transposed"]] + \
            [CPU.build_conv_map(*a) for a in args["strided"]]
-    for (go, gn), (wo, wn) in zip(got, want):
-        assert torch.equal(go, wo) and torch.equal(gn, wn)
+    for (go, gn, gs), (wo, wn, ws) in zip(got, want):
+        assert torch.equal(go, wo) and torch.equal(gn, wn) and gs == ws

@@ -80,6 +80,11 @@ def test_fake_kernels_trace_under_fake_tensor_mode():
         assert tuple(nbr.shape) == (idx.shape[0], 27)
         out_idx, cmap = F.build_conv_map(fidx, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
         assert cmap.shape[1] == 27 and out_idx.shape[1] == 4
+        # the output grid depends on the arguments only: the fake kernels give it as plain ints
+        assert F.build_conv_map_and_shape(fidx, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])[2] == \
+            [2, 2, 2]   # (4 + 1 + 1 - 2 - 1) // 2 + 1
+        assert F.build_conv_transpose_map_and_shape(fidx, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [0, 0, 0],
+                                                    [1, 1, 1], [1, 1, 1])[2] == [9, 9, 9]   # 3*2 - 1 - 0 + 2 + 1 + 1
         feats = torch.empty(idx.shape[0], 5)
         w = torch.empty(27, 5, 7)
         y = F.gather_mm(feats, w, nbr, F.transpose_map(nbr, idx.shape[0]), 1)

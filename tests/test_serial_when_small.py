@@ -18,7 +18,7 @@ def cloud(n, seed=0):
 
 def maps(idx):
     subm = OPS.build_subm_map(idx, [41, 400, 352], 1, [3, 3, 3], [1, 1, 1])
-    out, conv = OPS.build_conv_map(idx, [41, 400, 352], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], None)
+    out, conv, _ = OPS.build_conv_map(idx, [41, 400, 352], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], None)
     return subm, out, conv, OPS.transpose_map(conv, idx.shape[0])
 
 

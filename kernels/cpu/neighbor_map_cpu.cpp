@@ -9,6 +9,8 @@
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
+#include <tuple>
+#include <vector>
 #include "fast_divide.h"
 #include "large_tensor_pool.h"
 #include "parallel_dynamic.h"
@@ -437,8 +439,12 @@ std::tuple<at::Tensor, at::Tensor> conv_map_from_contributions(const at::Tensor&
   return {out_indices, nbr};
 }
 
+// The output grid's extent per axis, the third result of the strided and transposed
+// builders: the one place the callers get the output spatial shape from.
+std::vector<int64_t> spatial_extents(const Grid& g) { return std::vector<int64_t>(g.shape, g.shape + g.ndim); }
+
 // `padding` is pads_begin; pads_end (optional) the padding above, `padding` when absent.
-std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
+std::tuple<at::Tensor, at::Tensor, std::vector<int64_t>> build_conv_map_cpu(
     const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
     c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
     c10::IntArrayRef dilation, at::OptionalIntArrayRef pads_end) {
@@ -448,11 +454,12 @@ std::tuple<at::Tensor, at::Tensor> build_conv_map_cpu(
   const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, padding, dilation, pads_end);
   const Grid out_grid = conv_output_grid(grid, geo, spatial_shape, batch_size);
   const at::Tensor indices = checked_indices(indices_in, grid, batch_size, spatial_shape);
-  return conv_map_from_contributions(indices, batch_size, grid, out_grid, geo, false);
+  auto [out_indices, nbr] = conv_map_from_contributions(indices, batch_size, grid, out_grid, geo, false);
+  return {out_indices, nbr, spatial_extents(out_grid)};
 }
 
 // Transposed (generative) conv: input i reaches o = i*stride - pads_begin + kp*dilation.
-std::tuple<at::Tensor, at::Tensor> build_conv_transpose_map_cpu(
+std::tuple<at::Tensor, at::Tensor, std::vector<int64_t>> build_conv_transpose_map_cpu(
     const at::Tensor& indices_in, c10::IntArrayRef spatial_shape, int64_t batch_size,
     c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef pads_begin,
     c10::IntArrayRef pads_end, c10::IntArrayRef dilation, c10::IntArrayRef output_padding) {
@@ -462,7 +469,8 @@ std::tuple<at::Tensor, at::Tensor> build_conv_transpose_map_cpu(
   const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, pads_begin, dilation, pads_end, "pads_begin");
   const Grid out_grid = conv_transpose_output_grid(grid, geo, output_padding, spatial_shape, batch_size);
   const at::Tensor indices = checked_indices(indices_in, grid, batch_size, spatial_shape);
-  return conv_map_from_contributions(indices, batch_size, grid, out_grid, geo, true);
+  auto [out_indices, nbr] = conv_map_from_contributions(indices, batch_size, grid, out_grid, geo, true);
+  return {out_indices, nbr, spatial_extents(out_grid)};
 }
 
 // Error path of transpose_map: finds the lowest row naming an (input row, offset) that an

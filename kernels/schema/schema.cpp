@@ -15,19 +15,25 @@ TORCH_LIBRARY(mx_sparse, m) {
   m.def("build_subm_map(Tensor indices, int[] spatial_shape, int batch_size, "
         "int[] kernel_size, int[] dilation) -> Tensor");
   // Strided-conv map: returns (out_indices [M, 1+ndim] int32 sorted by
-  // (batch, *spatial), nbr [M, K]). Output o reads input o*stride - padding +
+  // (batch, *spatial), nbr [M, K], the output spatial shape: per axis
+  // (in + padding + pads_end - dilation*(kernel - 1) - 1) // stride + 1, conv_out_extent of
+  // kernels/common/conv_rules.h; callers take it from here, nothing recomputes it; it is a
+  // function of the arguments alone, so the fake kernel knows it). Output o reads input o*stride - padding +
   // kp*dilation; `padding` pads below each axis and `pads_end` above (ONNX/oneDNN
   // pads_begin / pads_end), pads_end = padding when omitted (symmetric).
   m.def("build_conv_map(Tensor indices, int[] spatial_shape, int batch_size, "
-        "int[] kernel_size, int[] stride, int[] padding, int[] dilation, int[]? pads_end=None) -> (Tensor, Tensor)");
+        "int[] kernel_size, int[] stride, int[] padding, int[] dilation, int[]? pads_end=None) "
+        "-> (Tensor, Tensor, int[])");
   // Transposed (generative) conv map: input i reaches output o = i*stride -
   // pads_begin + kp*dilation (every o in [0, O)), O = (in - 1)*stride - pads_begin -
   // pads_end + dilation*(kernel - 1) + 1 + output_padding per axis (ONNX
   // ConvTranspose, torch conv_transpose); output_padding < stride or < dilation.
-  // Returns (out_indices [M, 1+ndim] int32 sorted by (batch, *spatial), nbr [M, K]),
+  // Returns (out_indices [M, 1+ndim] int32 sorted by (batch, *spatial), nbr [M, K], the output
+  // spatial shape O per axis),
   // nbr[o, k] = the input reaching o through offset k: out[o] = sum_k x[nbr[o, k]] @ W[k].
   m.def("build_conv_transpose_map(Tensor indices, int[] spatial_shape, int batch_size, int[] kernel_size, "
-        "int[] stride, int[] pads_begin, int[] pads_end, int[] dilation, int[] output_padding) -> (Tensor, Tensor)");
+        "int[] stride, int[] pads_begin, int[] pads_end, int[] dilation, int[] output_padding) "
+        "-> (Tensor, Tensor, int[])");
   // Map of a convolution evaluated at GIVEN output voxels (Open3D's SparseConv and
   // SparseConvTranspose, oneDNN / dense conv sampled at chosen outputs): nbr [M_out, K] int32 in
   // out_indices' row order (no output is added, dropped or reordered), nbr[m, k] = the input

@@ -61,7 +61,7 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
     n, dev = indices.shape[0], indices.device
     if n == 0:
         return (torch.empty((0, 1 + ndim), dtype=torch.int32, device=dev),
-                torch.empty((0, kvol), dtype=torch.int32, device=dev))
+                torch.empty((0, kvol), dtype=torch.int32, device=dev), out_shape)
     # per axis, inputs keyed at i*s + shift and queries at o + pb - kp*d + shift, all in [0, padded)
     shift, padded, base = voxel_keys.conv_transpose_padding(shape, out_shape, kernel, stride, pads_begin, dilation)
     bound = voxel_keys.key_bound(batch_size, padded)
@@ -85,4 +85,4 @@ def build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, st
     built_maps.vouch_indices(indices, shape, batch_size)
     built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
     built_maps.vouch_map(nbr, n)
-    return out_idx, nbr
+    return out_idx, nbr, out_shape

@@ -90,7 +90,7 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     n, dev = indices.shape[0], indices.device
     if n == 0:
         return (torch.empty((0, 1 + ndim), dtype=torch.int32, device=dev),
-                torch.empty((0, kvol), dtype=torch.int32, device=dev))
+                torch.empty((0, kvol), dtype=torch.int32, device=dev), out_shape)
     shift, padded = voxel_keys.conv_padding(shape, out_shape, kernel, stride, padding, dilation)
     bound = voxel_keys.key_bound(batch_size, padded)
     in_keys, order = torch.sort(voxel_keys.pack(indices, padded, shift=shift), stable=True)
@@ -118,7 +118,7 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     out_idx, nbr = out_idx.int(), _rows(found, order)
     built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
     built_maps.vouch_map(nbr, n)
-    return out_idx, nbr
+    return out_idx, nbr, out_shape
 
 
 def _conv_out_keys(indices, shape, batch_size, kernel, stride, pads_begin, pads_end, dilation):

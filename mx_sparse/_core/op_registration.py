@@ -8,7 +8,8 @@ The op schema, the CPU kernels and autograd live in C++ (kernels/); importing
 orchestration (mx_sparse/_accelerator, for CUDA and NPU) and its device primitives are
 registered at the end of this module (mx_sparse/_accelerator/registration.py). The
 fake kernels are here because ``build_conv_map`` returns a data-dependent number of
-rows, which torch expresses with an unbacked symbolic size.
+rows, which torch expresses with an unbacked symbolic size (its third result, the output
+spatial shape, depends on the arguments alone: the fake kernel gives it from the same rule).
 """
 import functools
 
@@ -72,15 +73,21 @@ def _build_subm_map_fake(indices, spatial_shape, batch_size, kernel_size, dilati
 
 @_register_fake("build_conv_map")
 def _build_conv_map_fake(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
+    from .contract import conv_output_shape
+    # the output grid is a function of the arguments alone (the rule the builders return it from)
+    out_shape = conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation, batch_size, pads_end)
     m = _data_dependent_size()
-    return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))))
+    return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))), out_shape)
 
 
 @_register_fake("build_conv_transpose_map")
 def _build_conv_transpose_map_fake(indices, spatial_shape, batch_size, kernel_size, stride, pads_begin, pads_end,
                                    dilation, output_padding):
+    from .contract import conv_transpose_output_shape
+    out_shape = conv_transpose_output_shape(spatial_shape, kernel_size, stride, pads_begin, pads_end, dilation,
+                                            output_padding, batch_size)
     m = _data_dependent_size()   # the generated voxels: known only from the data
-    return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))))
+    return (indices.new_empty((m, indices.shape[1])), indices.new_empty((m, _kernel_volume(kernel_size))), out_shape)
 
 
 @_register_fake("build_conv_map_at")

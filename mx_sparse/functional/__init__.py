@@ -4,7 +4,7 @@ Neighbor map: ``nbr[M, K]`` int32; ``nbr[m, k]`` is the input row that weight
 slice ``W[k]`` multiplies for output row ``m``, or -1. ``k`` runs over the kernel
 window in row-major order of ``kernel_size``. Weights are ``[K, Cin/groups, Cout]``.
 """
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 
@@ -28,12 +28,24 @@ def build_conv_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_si
     in-range ``o`` with ``i = o*stride - padding + kernel_pos(k)*dilation`` for some active ``i``,
     sorted by (batch, *spatial). ``padding`` pads below each axis, ``pads_end`` above
     (default: ``padding``); the output extent is
-    ``(s + padding + pads_end - dilation*(k-1) - 1) // stride + 1``."""
+    ``(s + padding + pads_end - dilation*(k-1) - 1) // stride + 1`` (the op's third result, which
+    ``build_conv_map_and_shape`` returns too)."""
+    return build_conv_map_and_shape(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
+                                    pads_end)[:2]
+
+
+def build_conv_map_and_shape(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                             kernel_size: Sequence[int], stride: Sequence[int], padding: Sequence[int],
+                             dilation: Sequence[int], pads_end: Optional[Sequence[int]] = None
+                             ) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
+    """``build_conv_map``'s ``(out_indices, nbr)`` and the output spatial shape the builder used."""
     if pads_end is None:
-        return ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
-                                  list(padding), list(dilation))
-    return ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
-                              list(padding), list(dilation), list(pads_end))
+        out = ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                                 list(padding), list(dilation))
+    else:
+        out = ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                                 list(padding), list(dilation), list(pads_end))
+    return out[0], out[1], list(out[2])
 
 
 def build_conv_transpose_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
@@ -45,8 +57,18 @@ def build_conv_transpose_map(indices: torch.Tensor, spatial_shape: Sequence[int]
     ``nbr[o, k] = i``; outputs sorted by (batch, *spatial) on the grid
     ``(s - 1)*stride - pads_begin - pads_end + dilation*(k - 1) + 1 + output_padding``
     (``conv_transpose_output_shape``); ``output_padding`` < stride or < dilation per axis."""
-    return ops.build_conv_transpose_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
-                                        list(pads_begin), list(pads_end), list(dilation), list(output_padding))
+    return build_conv_transpose_map_and_shape(indices, spatial_shape, batch_size, kernel_size, stride, pads_begin,
+                                              pads_end, dilation, output_padding)[:2]
+
+
+def build_conv_transpose_map_and_shape(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
+                                       kernel_size: Sequence[int], stride: Sequence[int], pads_begin: Sequence[int],
+                                       pads_end: Sequence[int], dilation: Sequence[int],
+                                       output_padding: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
+    """``build_conv_transpose_map``'s ``(out_indices, nbr)`` and the output spatial shape the builder used."""
+    out = ops.build_conv_transpose_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                                       list(pads_begin), list(pads_end), list(dilation), list(output_padding))
+    return out[0], out[1], list(out[2])
 
 
 def build_conv_map_at(indices: torch.Tensor, out_indices: torch.Tensor, spatial_shape: Sequence[int],

@@ -4,7 +4,6 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from .._core import contract as _contract
 from .. import functional as F
 from .compile_support import is_compiling
 from .packed_map import HeldMap
@@ -143,12 +142,6 @@ def same_voxels(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and torch.equal(a, b)
 
 
-def conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation, pads_end=None) -> List[int]:
-    """The output grid of a strided conv (conv_out_extent of kernels/common/conv_rules.h);
-    ``padding`` pads below, ``pads_end`` (default: ``padding``) above."""
-    return _contract.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation, pads_end)
-
-
 def build_subm_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
                     kernel_size: Tuple[int, ...], dilation: Tuple[int, ...]) -> IndiceData:
     """Map of a submanifold layer (what SubMConv layers cache); its transpose on demand."""
@@ -167,10 +160,8 @@ def build_conv_data(indices: torch.Tensor, spatial_shape: Sequence[int], batch_s
     ``padding`` pads below each axis, ``pads_end`` (default: ``padding``) above."""
     if pads_end is not None and tuple(pads_end) == tuple(padding):
         pads_end = None   # symmetric: the op's default
-    out_indices, nbr = F.build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
-                                        pads_end)
-    # the map builder has checked the arguments and the grid: the extent alone is left
-    out_shape = conv_output_shape(spatial_shape, kernel_size, stride, padding, dilation, pads_end)
+    out_indices, nbr, out_shape = F.build_conv_map_and_shape(indices, spatial_shape, batch_size, kernel_size, stride,
+                                                             padding, dilation, pads_end)
     data = IndiceData("conv", indices, out_indices, nbr, list(spatial_shape), out_shape,
                       tuple(kernel_size), tuple(stride), tuple(padding), tuple(dilation), pads_end=pads_end)
     data.batch_size = batch_size
@@ -182,10 +173,8 @@ def build_conv_transpose_data(indices: torch.Tensor, spatial_shape: Sequence[int
                               pads_end: Tuple[int, ...], dilation: Tuple[int, ...],
                               output_padding: Tuple[int, ...]) -> IndiceData:
     """Generated voxels and map of a transposed (generative) layer; its transpose on demand."""
-    out_shape = F.conv_transpose_output_shape(spatial_shape, batch_size, kernel_size, stride, pads_begin, pads_end,
-                                              dilation, output_padding)
-    out_indices, nbr = F.build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size, stride, pads_begin,
-                                                  pads_end, dilation, output_padding)
+    out_indices, nbr, out_shape = F.build_conv_transpose_map_and_shape(
+        indices, spatial_shape, batch_size, kernel_size, stride, pads_begin, pads_end, dilation, output_padding)
     data = IndiceData("conv", indices, out_indices, nbr, list(spatial_shape), out_shape, tuple(kernel_size),
                       tuple(stride), tuple(pads_begin), tuple(dilation), pads_end=tuple(pads_end), transposed=True,
                       output_padding=tuple(output_padding))

@@ -28,12 +28,14 @@ for op in list(registration.ORCHESTRATION) + list(registration.PRIMITIVE_NAMES):
     assert cpu and "mx_sparse/_accelerator/registration.py" in cpu[0], (op, cpu)
 idx = torch.load(IDX)
 subm = torch.ops.mx_sparse.build_subm_map(idx, [6, 7, 8], 2, [3, 3, 3], [1, 1, 1])
-out, nbr = torch.ops.mx_sparse.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+out, nbr, out_shape = torch.ops.mx_sparse.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1],
+                                                         [1, 1, 1])
 f = torch.randn(idx.shape[0], 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
 w = torch.randn(27, 2, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
 y = torch.ops.mx_sparse.gather_mm(f, w, nbr, None, 2)
 dw = torch.ops.mx_sparse.gather_mm_backprop_filter(f, torch.ones_like(y), nbr, None, 2)
-torch.save({"subm": subm, "out": out, "nbr": nbr, "y": y, "dw": dw, "calls": dict(standin.CALLS)}, RESULT)
+torch.save({"subm": subm, "out": out, "nbr": nbr, "out_shape": out_shape, "y": y, "dw": dw,
+            "calls": dict(standin.CALLS)}, RESULT)
 """
 
 
@@ -51,8 +53,9 @@ def test_npu_on_cpu_registers_the_orchestration_and_the_emulator_primitives(tmp_
     got = torch.load(tmp_path / "result.pt")
     ops = torch.ops.mx_sparse                                   # the C++ CPU backend, in this process
     assert torch.equal(got["subm"], ops.build_subm_map(idx, [6, 7, 8], 2, [3, 3, 3], [1, 1, 1]))
-    out, nbr = ops.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    out, nbr, out_shape = ops.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
     assert torch.equal(got["out"], out) and torch.equal(got["nbr"], nbr)
+    assert got["out_shape"] == out_shape == [3, 4, 4]   # (s + 2 - 2 - 1) // 2 + 1 per axis
     f = torch.randn(idx.shape[0], 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     w = torch.randn(27, 2, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     y = ops.gather_mm(f, w, nbr, None, 2)

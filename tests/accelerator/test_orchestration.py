@@ -114,7 +114,7 @@ def test_conv_map_bitwise_equal(kernel, stride, padding, dilation):
     idx = voxels([6, 7, 8], 2, 150, 5)
     args = ([6, 7, 8], 2, kernel, stride, padding, dilation)
     got, want = ACC["build_conv_map"](idx, *args), OPS.build_conv_map(idx, *args)
-    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and list(got[2]) == want[2]
 
 
 def test_other_ranks_and_empty_inputs():
@@ -123,11 +123,11 @@ def test_other_ranks_and_empty_inputs():
                        OPS.build_subm_map(idx2, [9, 11], 1, [3, 3], [1, 1]))
     got = ACC["build_conv_map"](idx2, [9, 11], 1, [3, 3], [2, 2], [0, 0], [1, 1])
     want = OPS.build_conv_map(idx2, [9, 11], 1, [3, 3], [2, 2], [0, 0], [1, 1])
-    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and list(got[2]) == want[2] == [4, 5]
     empty = torch.zeros((0, 4), dtype=torch.int32)
     assert ACC["build_subm_map"](empty, [4, 4, 4], 1, [3, 3, 3], [1, 1, 1]).shape == (0, 27)
-    out, nbr = ACC["build_conv_map"](empty, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    assert out.shape == (0, 4) and nbr.shape == (0, 27)
+    out, nbr, out_shape = ACC["build_conv_map"](empty, [4, 4, 4], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    assert out.shape == (0, 4) and nbr.shape == (0, 27) and list(out_shape) == [2, 2, 2]
     # an input no output reaches (kernel 1, stride 3: outputs read coordinates 0 and 3 only)
     lone = torch.tensor([[0, 2, 2, 2]], dtype=torch.int32)
     got = ACC["build_conv_map"](lone, [4, 4, 4], 1, [1, 1, 1], [3, 3, 3], [0, 0, 0], [1, 1, 1])
@@ -188,7 +188,7 @@ def test_padded_grid_beyond_int64_keys_is_a_clear_error():
 def maps():
     idx = voxels([6, 7, 8], 2, 120, 2)
     yield OPS.build_subm_map(idx, [6, 7, 8], 2, [3, 3, 3], [1, 1, 1]), 120
-    out, nbr = OPS.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    out, nbr, _ = OPS.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
     yield nbr, 120
     yield OPS.transpose_map(nbr, 120), out.shape[0]
     yield torch.full((5, 27), -1, dtype=torch.int32), 0

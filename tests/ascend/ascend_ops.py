@@ -259,7 +259,8 @@ def conv_map(binary, indices, spatial_shape, batch_size, kernel_size, stride, pa
                  for d in range(len(spatial_shape))]
     _, padded = voxel_keys.conv_padding(spatial_shape, out_shape, kernel_size, stride, padding, dilation)
     prims = EmulatedMapPrimitives(binary, workdir, env, kernel_size, dilation, padded, False)
-    out, nbr = _run_orchestration("build_conv_map", prims, indices, spatial_shape, batch_size, kernel_size, stride,
-                                  padding, dilation)
+    out, nbr, built_shape = _run_orchestration("build_conv_map", prims, indices, spatial_shape, batch_size,
+                                                kernel_size, stride, padding, dilation)
+    assert list(built_shape) == out_shape, (built_shape, out_shape)
     info = dict(prims.infos.get("lookup") or {}, cand=prims.infos.get("cand"), unique=prims.infos.get("unique"))
     return out, nbr, info

@@ -193,11 +193,12 @@ def test_conv_map_through_the_primitives_equals_the_cpu_builder(prims, scenes, s
     ind, shape, batch = scenes[scene]
     ind = ind[torch.randperm(ind.shape[0], generator=torch.Generator().manual_seed(3))].contiguous()
     ks, st, pd, dl = [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1]
-    ref_out, ref_nbr = torch.ops.mx_sparse.build_conv_map(ind, shape, batch, ks, st, pd, dl)
+    ref_out, ref_nbr, ref_shape = torch.ops.mx_sparse.build_conv_map(ind, shape, batch, ks, st, pd, dl)
     cand = prims["_conv_out_keys"](ind, shape, batch, ks, st, pd, dl)
     ukeys, count = prims["_unique_sorted_keys"](torch.sort(cand).values)
     okeys = ukeys[: int(count)]
     out_shape = [out_extent(*a) for a in zip(shape, ks, st, pd, dl)]
+    assert ref_shape == out_shape
     coords, rem = [], okeys.clone()
     for size in reversed(out_shape):
         coords.append(rem % size)
@@ -289,7 +290,7 @@ def test_gathers_equal_dense_float64(prims, scenes, dtype, cin, cout):
 def test_gathers_rectangular_strided_map(prims, scenes):
     """M != N (a strided conv's map), and non-contiguous operands (made contiguous by the wrapper)."""
     ind, shape, batch = scenes["random_b2"]
-    _, nbr = torch.ops.mx_sparse.build_conv_map(ind, shape, batch, [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1])
+    _, nbr, _ = torch.ops.mx_sparse.build_conv_map(ind, shape, batch, [2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1])
     f, w, grad = _inputs(ind.shape[0], nbr.shape[0], 24, 8, 8, torch.float32, seed=5)
     f_strided = torch.stack([f, torch.zeros_like(f)], 2)[:, :, 0]
     assert not f_strided.is_contiguous() and torch.equal(f_strided, f)

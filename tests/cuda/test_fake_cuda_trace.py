@@ -103,8 +103,10 @@ def test_map_builders(trace):
     reads.clear()
     log.ops.clear()
     answers["build_conv_map: value checks and output count"] = [BIG, BIG, 37]
-    out, nbr = CUDA["build_conv_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    out, nbr, out_shape = CUDA["build_conv_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1],
+                                                 [1, 1, 1])
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
+    assert list(out_shape) == [5, 6, 7]     # (s + 2 - 2 - 1) // 2 + 1: from the arguments, nothing read
     check(log, reads, ["build_conv_map: value checks and output count"],
           ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
     reads.clear()
@@ -120,17 +122,19 @@ def test_map_builders(trace):
     reads.clear()
     log.ops.clear()
     answers["build_conv_transpose_map: value checks and output count"] = [BIG, BIG, 41]
-    out, nbr = CUDA["build_conv_transpose_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 2], [2, 2, 1], [1, 0, 0],
-                                                [0, 1, 0], [1, 1, 2], [1, 0, 1])
+    out, nbr, out_shape = CUDA["build_conv_transpose_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 2], [2, 2, 1],
+                                                           [1, 0, 0], [0, 1, 0], [1, 1, 2], [1, 0, 1])
     assert out.device.type == "cuda" and out.shape == (41, 4) and nbr.shape == (41, 18)
+    assert list(out_shape) == [21, 24, 17]   # (s - 1)*stride - pb - pe + d(k - 1) + 1 + output_padding
     check(log, reads, ["build_conv_transpose_map: value checks and output count"],
           ["_unique_sorted_keys", "_sorted_key_lookup"])
     reads.clear()
     log.ops.clear()
     answers["build_conv_map: value checks and output count"] = [BIG, BIG, 37]   # asymmetric pads
-    out, nbr = CUDA["build_conv_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1],
-                                      [0, 2, 1])
+    out, nbr, out_shape = CUDA["build_conv_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1],
+                                                 [1, 1, 1], [0, 2, 1])
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
+    assert list(out_shape) == [5, 7, 7]     # (s + 1 + pads_end - 2 - 1) // 2 + 1
     check(log, reads, ["build_conv_map: value checks and output count"],
           ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
 
@@ -155,7 +159,7 @@ def test_checked_indices_are_not_read_again(trace):
     answers["build_subm_map: value checks"] = [BIG, BIG]
     CUDA["build_subm_map"](indices, [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
     answers["build_conv_map: output count"] = [37]
-    out, _ = CUDA["build_conv_map"](indices, [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    out, _, _ = CUDA["build_conv_map"](indices, [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
     CUDA["build_subm_map"](out, [5, 6, 7], 2, [3, 3, 3], [1, 1, 1])
     CUDA["build_subm_map"](indices, [11, 12, 14], 3, [3, 3, 3], [1, 1, 1])
     check(log, reads, ["build_subm_map: value checks", "build_conv_map: output count"])

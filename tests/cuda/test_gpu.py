@@ -30,8 +30,8 @@ def test_maps_bitwise_equal_on_a_lidar_scene():
     subm = CPU.build_subm_map(gpu, shape, 2, [3, 3, 3], [1, 1, 1])
     assert subm.is_cuda and torch.equal(subm.cpu(), CPU.build_subm_map(ind, shape, 2, [3, 3, 3], [1, 1, 1]))
     args = (shape, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    (out_g, nbr_g), (out_c, nbr_c) = CPU.build_conv_map(gpu, *args), CPU.build_conv_map(ind, *args)
-    assert torch.equal(out_g.cpu(), out_c) and torch.equal(nbr_g.cpu(), nbr_c)
+    (out_g, nbr_g, shape_g), (out_c, nbr_c, shape_c) = CPU.build_conv_map(gpu, *args), CPU.build_conv_map(ind, *args)
+    assert torch.equal(out_g.cpu(), out_c) and torch.equal(nbr_g.cpu(), nbr_c) and shape_g == shape_c
     assert torch.equal(CPU.transpose_map(nbr_g, ind.shape[0]).cpu(), CPU.transpose_map(nbr_c, ind.shape[0]))
     for a, b in zip(CPU.pack_map(nbr_g), CPU.pack_map(nbr_c)):
         assert torch.equal(a.cpu(), b)

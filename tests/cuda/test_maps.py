@@ -22,6 +22,11 @@ def scene(shape=(9, 10, 11), batch=3, seed=0):
     return voxels(list(shape), batch, density=0.3, seed=seed, empty_batches=(1,))
 
 
+def assert_same_conv_map(got, want):
+    """(out_indices, nbr) bitwise equal, and the same output spatial shape (the third result)."""
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and list(got[2]) == list(want[2])
+
+
 @pytest.mark.parametrize("kernel,dilation", SUBM)
 def test_subm_map_bitwise_equal(kernel, dilation):
     idx = scene()
@@ -37,7 +42,7 @@ def test_built_maps_and_indices_are_checked_again_once_written():
     in-place write, with the CPU backend's errors."""
     idx = scene(seed=2)
     args = ([9, 10, 11], 3, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    out, nbr = CUDA["build_conv_map"](idx, *args)
+    out, nbr, _ = CUDA["build_conv_map"](idx, *args)
     first = CUDA["transpose_map"](nbr, idx.shape[0])
     assert CUDA["transpose_map"](nbr, idx.shape[0]) is first             # kept with the map
     assert CUDA["transpose_map"](nbr, idx.shape[0] + 5).shape[0] == idx.shape[0] + 5
@@ -56,9 +61,9 @@ def test_built_maps_and_indices_are_checked_again_once_written():
 def test_conv_map_and_transpose_bitwise_equal(kernel, stride, padding, dilation):
     idx = scene(seed=1)
     args = ([9, 10, 11], 3, list(kernel), list(stride), list(padding), list(dilation))
-    out_cuda, nbr_cuda = CUDA["build_conv_map"](idx, *args)
-    out_cpu, nbr_cpu = CPU.build_conv_map(idx, *args)
-    assert torch.equal(out_cuda, out_cpu) and torch.equal(nbr_cuda, nbr_cpu)
+    out_cuda, nbr_cuda, shape_cuda = CUDA["build_conv_map"](idx, *args)
+    out_cpu, nbr_cpu, shape_cpu = CPU.build_conv_map(idx, *args)
+    assert torch.equal(out_cuda, out_cpu) and torch.equal(nbr_cuda, nbr_cpu) and list(shape_cuda) == shape_cpu
     assert torch.equal(CUDA["transpose_map"](nbr_cuda, idx.shape[0]), CPU.transpose_map(nbr_cpu, idx.shape[0]))
 
 
@@ -68,8 +73,8 @@ def test_other_ranks_bitwise_equal(ndim):
     idx = voxels(shape, 2, density=0.3, seed=ndim)
     k, s, p, d = [3] * ndim, [2] * ndim, [1] * ndim, [1] * ndim
     assert torch.equal(CUDA["build_subm_map"](idx, shape, 2, k, d), CPU.build_subm_map(idx, shape, 2, k, d))
-    for a, b in zip(CUDA["build_conv_map"](idx, shape, 2, k, s, p, d), CPU.build_conv_map(idx, shape, 2, k, s, p, d)):
-        assert torch.equal(a, b)
+    conv = (shape, 2, k, s, p, d)
+    assert_same_conv_map(CUDA["build_conv_map"](idx, *conv), CPU.build_conv_map(idx, *conv))
 
 
 def test_huge_sparse_grid_bitwise_equal():
@@ -79,8 +84,7 @@ def test_huge_sparse_grid_bitwise_equal():
     idx = voxels([5, 6, 7], 2, density=0.3, seed=4)
     idx[:, 3] *= 2 ** 17
     args = (shape, 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    for a, b in zip(CUDA["build_conv_map"](idx, *args), CPU.build_conv_map(idx, *args)):
-        assert torch.equal(a, b)
+    assert_same_conv_map(CUDA["build_conv_map"](idx, *args), CPU.build_conv_map(idx, *args))
     assert torch.equal(CUDA["build_subm_map"](idx, shape, 2, [3, 3, 3], [1, 1, 1]),
                        CPU.build_subm_map(idx, shape, 2, [3, 3, 3], [1, 1, 1]))
 
@@ -97,8 +101,9 @@ def test_lidar_scene_maps_bitwise_equal():
     subm = CUDA["build_subm_map"](ind, shape, 1, [3, 3, 3], [1, 1, 1])
     assert torch.equal(subm, CPU.build_subm_map(ind, shape, 1, [3, 3, 3], [1, 1, 1]))
     args = (shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    (out_a, nbr_a), (out_b, nbr_b) = CUDA["build_conv_map"](ind, *args), CPU.build_conv_map(ind, *args)
-    assert torch.equal(out_a, out_b) and torch.equal(nbr_a, nbr_b)
+    (out_a, nbr_a, shape_a), (out_b, nbr_b, shape_b) = CUDA["build_conv_map"](ind, *args), \
+        CPU.build_conv_map(ind, *args)
+    assert torch.equal(out_a, out_b) and torch.equal(nbr_a, nbr_b) and list(shape_a) == shape_b == [21, 800, 704]
     assert torch.equal(CUDA["transpose_map"](nbr_a, ind.shape[0]), CPU.transpose_map(nbr_b, ind.shape[0]))
 
 
@@ -107,8 +112,7 @@ def test_empty_and_single_voxel():
         args = ([5, 5, 5], 1, [3, 3, 3], [1, 1, 1])
         assert torch.equal(CUDA["build_subm_map"](idx, *args), CPU.build_subm_map(idx, *args))
         cargs = ([5, 5, 5], 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-        for a, b in zip(CUDA["build_conv_map"](idx, *cargs), CPU.build_conv_map(idx, *cargs)):
-            assert torch.equal(a, b)
+        assert_same_conv_map(CUDA["build_conv_map"](idx, *cargs), CPU.build_conv_map(idx, *cargs))
     nbr = torch.full((3, 27), -1, dtype=torch.int32)
     assert torch.equal(CUDA["transpose_map"](nbr, 0), CPU.transpose_map(nbr, 0))
 
