@@ -115,8 +115,14 @@ def skip_nested_patching() -> bool:
     """(2): patches triton's interpreter (GridExecutor / InterpretedFunction calls); True where it did."""
     if not _interpreting():
         return False
-    from triton.runtime import interpreter
-    grid_call, device_call = interpreter.GridExecutor.__call__, interpreter.InterpretedFunction.__call__
+    try:
+        from triton.runtime import interpreter
+    except ImportError:
+        return False
+    grid_executor, function = getattr(interpreter, "GridExecutor", None), getattr(interpreter, "InterpretedFunction", None)
+    if grid_executor is None or function is None or not hasattr(function, "rewrite"):
+        return False    # another triton's interpreter: left as it is
+    grid_call, device_call = grid_executor.__call__, function.__call__
     if getattr(grid_call, "records_langs", False):
         return False
     active = []
