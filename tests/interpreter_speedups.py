@@ -119,7 +119,8 @@ def skip_nested_patching() -> bool:
         from triton.runtime import interpreter
     except ImportError:
         return False
-    grid_executor, function = getattr(interpreter, "GridExecutor", None), getattr(interpreter, "InterpretedFunction", None)
+    grid_executor = getattr(interpreter, "GridExecutor", None)
+    function = getattr(interpreter, "InterpretedFunction", None)
     if grid_executor is None or function is None or not hasattr(function, "rewrite"):
         return False    # another triton's interpreter: left as it is
     grid_call, device_call = grid_executor.__call__, function.__call__
