@@ -3,6 +3,8 @@ but time: the plan kernels' combiners are the ones it recognises; plans built th
 interpreter's own element-by-element reductions, through NumPy and by the torch reference are
 identical; the fused BatchNorm+ReLU kernels (which call helpers per tile) and the gathers give
 the same bits with and without the helper-call re-patching."""
+import os
+
 import pytest
 import torch
 
@@ -12,7 +14,11 @@ from cuda_cases import operands, run_cuda_path
 from mx_sparse._cuda import launch, map_plan
 
 
-pytestmark = pytest.mark.skipif(not launch.interpreting(), reason="compiled kernels: no interpreter to patch")
+pytestmark = [
+    pytest.mark.skipif(not launch.interpreting(), reason="compiled kernels: no interpreter to patch"),
+    pytest.mark.skipif(os.environ.get("MXS_TEST_PLAIN_INTERPRETER") == "1",
+                       reason="MXS_TEST_PLAIN_INTERPRETER=1: the speed-ups are off, nothing to compare"),
+]
 
 
 def test_the_plan_combiners_are_recognised_and_the_speedups_are_on():
