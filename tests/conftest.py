@@ -7,10 +7,14 @@
 - With MXS_CUDA_LAUNCH_REPORT=path, the session writes the Triton launches it made there
   (tests/cuda/test_cuda_on_cpu.py reads it from the MXS_CUDA_ON_CPU=1 subprocess).
 - progress_heartbeat.py: a line on the terminal whenever no test has reported for 50 s.
+- interpreter_speedups.py: Triton's interpreter runs the map plan's integer reductions with NumPy
+  and skips re-patching triton.language at helper calls inside a kernel (results bit-identical;
+  about half of the interpreted kernels' time; see there).
 """
 import json
 import os
 
+import interpreter_speedups
 import progress_heartbeat
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -19,6 +23,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 def pytest_configure(config):
     config.addinivalue_line("markers", "cuda: runs on a real CUDA GPU (skipped where torch sees none)")
     progress_heartbeat.start(config)
+    interpreter_speedups.apply()
 
 
 def pytest_sessionfinish(session, exitstatus):
