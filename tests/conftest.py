@@ -7,9 +7,8 @@
 - With MXS_CUDA_LAUNCH_REPORT=path, the session writes the Triton launches it made there
   (tests/cuda/test_cuda_on_cpu.py reads it from the MXS_CUDA_ON_CPU=1 subprocess).
 - progress_heartbeat.py: a line on the terminal whenever no test has reported for 50 s.
-- interpreter_speedups.py: Triton's interpreter runs the map plan's integer reductions with NumPy
-  and skips re-patching triton.language at helper calls inside a kernel (results bit-identical;
-  about half of the interpreted kernels' time; see there).
+- interpreter_speedups.py: Triton's interpreter skips re-patching triton.language at helper calls
+  inside a kernel (results bit-identical; see there).
 """
 import json
 import os
