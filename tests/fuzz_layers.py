@@ -177,7 +177,7 @@ def sparse_reference(kind, x, y_layer, down, a):
         return gathered(feats, nbr, flat(w), y_layer.bias.double(), groups), w
     conv = down or y_layer
     w_down = conv.weight.double()
-    out_idx, nbr = fuzz_specs.ref_build_conv_map(idx, shape, batch, list(conv.kernel_size), list(conv.stride),
+    out_idx, nbr, _ = fuzz_specs.ref_build_conv_map(idx, shape, batch, list(conv.kernel_size), list(conv.stride),
                                                   list(conv.padding), list(conv.dilation))
     mid = gathered(feats, nbr, flat(w_down), conv.bias.double(), groups)
     if kind == "strided":

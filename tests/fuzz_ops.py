@@ -158,6 +158,9 @@ def copy_args(args):
 def close(actual, expected, where):
     """``expected``: Bounded (float result with error scale), or an exact tensor."""
     bound, precision = None, None
+    if isinstance(expected, list):    # int[] results (an output shape): exact
+        assert list(actual) == expected, f"{where}: {list(actual)}, expected {expected}"
+        return
     if isinstance(expected, Bounded):
         if expected.alternative is not None and isinstance(actual, torch.Tensor) and actual.shape == expected.value.shape:
             # where the expected value is not finite but the alternative is, a finite result is held to the alternative

@@ -236,7 +236,7 @@ def ref_build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, 
                 o.append(num // t)
             else:
                 contributions.setdefault((r[0], *o), {})[k] = i
-    return map_of_contributions(contributions, kernel, ndim)
+    return (*map_of_contributions(contributions, kernel, ndim), out_shape)
 
 
 # ---------------------------------------------------------------- build_conv_transpose_map
@@ -283,7 +283,7 @@ def ref_build_conv_transpose_map(indices, spatial_shape, batch_size, kernel_size
             o = [c * t - b + p * d for c, p, t, b, d in zip(r[1:], kp, st_, pb, dil)]
             if all(0 <= x < n for x, n in zip(o, out_shape)):
                 contributions.setdefault((r[0], *o), {})[k] = i
-    return map_of_contributions(contributions, kernel, ndim)
+    return (*map_of_contributions(contributions, kernel, ndim), out_shape)
 
 
 # ---------------------------------------------------------------- build_conv_map_at

@@ -57,7 +57,7 @@ def test_generated_lidar_scene():
     for what, actual, ref in zip(("gather_mm", "input gradient", "filter gradient"),
                                  run_cuda_path(feats, weight, grad, nbr, 1), references(feats, weight, grad, nbr, 1)):
         assert_close_to(actual, ref, torch.float32, what)
-    out_idx, down = CUDA["build_conv_map"](ind, shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    out_idx, down, _ = CUDA["build_conv_map"](ind, shape, 1, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
     weight2 = torch.randn(27, feats.shape[1], 8, generator=g) / 10
     grad2 = torch.randn(out_idx.shape[0], 8, generator=g)
     for what, actual, ref in zip(("strided gather_mm", "strided input gradient", "strided filter gradient"),
