@@ -50,7 +50,7 @@ def cpu_extension():
     return CppExtension(
         name="mx_sparse._C",
         sources=sources("kernels/module/*.cpp", "kernels/schema/*.cpp", "kernels/contract/*.cpp", "kernels/generic/*.cpp",
-                        "kernels/cpu/*.cpp"),
+                        "kernels/cpu/*.cpp", "kernels/orchestration/*.cpp"),
         include_dirs=[os.path.join(ROOT, "kernels")],
         extra_compile_args={"cxx": cflags},
         extra_link_args=["-fopenmp"],

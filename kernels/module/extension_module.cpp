@@ -9,4 +9,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   mxs::register_env_switch_functions(m);  // first: a bad switch value fails the import
   mxs::register_cpu_info_functions(m);
   mxs::register_contract_functions(m);
+  mxs::register_map_orchestration_functions(m);
 }

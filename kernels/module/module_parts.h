@@ -9,6 +9,11 @@ namespace mxs {
 // (kernels/contract/contract_bindings.cpp), reached from Python through mx_sparse._core.contract.
 void register_contract_functions(pybind11::module_& m);
 
+// mx_sparse._C.map_orchestration: the accelerators' map builders over ATen operators around the
+// device primitives (kernels/orchestration/neighbor_map_orchestration.cpp), reached from
+// mx_sparse/_accelerator/neighbor_map.py.
+void register_map_orchestration_functions(pybind11::module_& m);
+
 // CPU pool statistics and the CPU kernels chosen on this machine (kernels/cpu/cpu_info_bindings.cpp).
 void register_cpu_info_functions(pybind11::module_& m);
 

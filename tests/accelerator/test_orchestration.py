@@ -247,25 +247,25 @@ def test_fallbacks_are_what_every_device_without_a_kernel_gets():
     assert set(fallback.PRIMITIVES) == set(registration.PRIMITIVE_NAMES)
 
 
-def test_conv_out_keys_sees_only_rows_inside_the_grid(monkeypatch):
+def test_conv_out_keys_sees_only_rows_inside_the_grid():
     """_conv_out_keys runs before the one host read that checks the indices: rows outside the grid
     reach it replaced by a valid row (the primitive's contract), and the CPU error is still raised."""
-    from mx_sparse._accelerator import neighbor_map
+    from torch.utils._python_dispatch import TorchDispatchMode
     seen = []
 
-    class Recording:
-        def __getattr__(self, name):
-            return getattr(OPS, name)
+    class Recording(TorchDispatchMode):
+        """Sees the primitive as the dispatcher calls it (from the C++ stage of the builder)."""
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.mx_sparse._conv_out_keys.default:
+                seen.append(args[0].clone())
+            return func(*args, **(kwargs or {}))
 
-        def _conv_out_keys(self, indices, shape, batch_size, *geometry):
-            seen.append(indices.clone())
-            return OPS._conv_out_keys(indices, shape, batch_size, *geometry)
-
-    monkeypatch.setattr(neighbor_map, "primitives", Recording())
     idx = voxels([5, 6, 7], 2, 60, 2)
     idx[9] = torch.tensor([0, 0, -4, 2 ** 30], dtype=torch.int32)
     conv = ([5, 6, 7], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    assert error(lambda: ACC["build_conv_map"](idx, *conv)) == error(lambda: OPS.build_conv_map(idx, *conv))
+    with Recording():
+        got = error(lambda: ACC["build_conv_map"](idx, *conv))
+    assert got == error(lambda: OPS.build_conv_map(idx, *conv))
     rows = seen[0]
     assert rows.dtype == torch.int32 and rows[9].tolist() == [0, 0, 0, 0] and torch.equal(rows[:9], idx[:9])
     assert bool(((rows[:, 1:] >= 0) & (rows[:, 1:] < torch.tensor([5, 6, 7]))).all())

@@ -1,0 +1,365 @@
+// The accelerators' map builders (CUDA, NPU) over ATen operators: the work of
+// mx_sparse/_accelerator/neighbor_map.py around the three map primitives (map_primitives.h), done
+// in C++ so that a builder costs the host a few Python calls instead of a few hundred (issue 32:
+// map building was ~30% of a CUDA training step's host time). One copy for both accelerators: the
+// operators and primitives dispatch on the tensors' device. The algorithm and every operator are
+// the ones neighbor_map.py's docstring describes; the maps are the same bit for bit.
+//
+// What stays in Python is what must: the host read (host_sync.read, counted by the benches and
+// traced by the tests), the bad-row ValueError (index_checks.raise_bad_rows: it reads the row) and
+// the built_maps registry. So a builder is two stages, an object between them:
+//   build = SubmMapBuild(...)    arguments checked (kernels/contract/op_args.h, the CPU builders'
+//                                checks and messages), keys packed and sorted, the value checks
+//                                (`checks`) computed unless the caller vouches for the indices
+//   Python: read checks, raise, vouch
+//   build.finish()               the lookup and the un-permutation
+// and the strided build the same around its one read (`to_read`: the output count, with the value
+// checks of unchecked indices).
+//
+// Nothing here reads device data or makes a CPU tensor, so a builder still traces on fake CUDA
+// tensors (tests/cuda/test_fake_cuda_trace.py).
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "../contract/op_args.h"
+#include "../module/module_parts.h"
+#include "device_constants.h"
+#include "map_primitives.h"
+
+namespace mxs {
+namespace {
+
+using Values = std::vector<int64_t>;
+constexpr int32_t kNoNeighbor = -1;
+
+at::TensorOptions int32_on(const c10::Device& device) { return at::TensorOptions().dtype(at::kInt).device(device); }
+
+// ---- keys (mx_sparse/_accelerator/voxel_keys.py)
+
+// Key arithmetic is exact modulo 2^64 (unsigned), as the int64 tensor arithmetic that uses it.
+int64_t wrapping_mul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+
+// The keys ((b*S0 + c0*scale0 + shift0)*S1 + ...) of rows idx [N, 1+nd] written out as
+// b*W_b + sum_d c_d*(scale_d*W_d) + sum_d shift_d*W_d: one addcmul with two kept vectors and one
+// row sum (voxel_keys.pack).
+at::Tensor pack(const at::Tensor& idx, c10::IntArrayRef shape, c10::IntArrayRef shift = {},
+                c10::IntArrayRef scale = {}) {
+  const size_t nd = shape.size();
+  Values weights(1 + nd), shifts(1 + nd, 0);
+  int64_t after = 1;
+  for (size_t d = nd; d-- > 0;) {
+    weights[1 + d] = wrapping_mul(after, scale.empty() ? 1 : scale[d]);
+    shifts[1 + d] = wrapping_mul(after, shift.empty() ? 0 : shift[d]);
+    after = wrapping_mul(after, shape[d]);
+  }
+  weights[0] = after;
+  const at::Tensor w = int64_vector_constant(weights, idx.device());
+  const at::Tensor b = int64_vector_constant(shifts, idx.device());
+  return at::addcmul(b, idx, w).sum(1);
+}
+
+// int64 [M, 1+nd] (batch, *coords) of keys >= 0 packed on `shape`: one floor division and one
+// remainder by kept vectors (voxel_keys.unpack).
+at::Tensor unpack(const at::Tensor& keys, c10::IntArrayRef shape) {
+  const size_t nd = shape.size();
+  Values weights(1 + nd), sizes(1 + nd);
+  int64_t after = 1;
+  for (size_t d = nd; d-- > 0;) {
+    weights[1 + d] = after;
+    sizes[1 + d] = shape[d];
+    after *= shape[d];
+  }
+  weights[0] = after;
+  sizes[0] = INT64_MAX;
+  const at::Tensor w = int64_vector_constant(weights, keys.device());
+  const at::Tensor s = int64_vector_constant(sizes, keys.device());
+  return keys.unsqueeze(1).div(w, "floor").remainder_(s);
+}
+
+// int64 [K]: the key offset of kernel offset k (row-major, last axis fastest) on the padded grid,
+// sum_d (kp_d - centre_d) * dilation_d * W_d, centre = k//2 when centred; kept (voxel_keys.deltas).
+at::Tensor key_deltas(c10::IntArrayRef kernel, c10::IntArrayRef dilation, c10::IntArrayRef padded, bool centered,
+                      const c10::Device& device) {
+  std::string key = centered ? "deltas,c" : "deltas,u";
+  for (const auto& values : {kernel, dilation, padded}) key += "|" + list_str(values);
+  return device_constant(key, device, [&] {
+    const auto options = at::TensorOptions().dtype(at::kLong).device(device);
+    const int64_t ndim = static_cast<int64_t>(kernel.size());
+    int64_t weight = 1;
+    at::Tensor total;
+    for (int64_t d = ndim - 1; d >= 0; --d) {
+      const int64_t step = dilation[d] * weight;
+      const int64_t first = centered ? -(kernel[d] / 2) * step : 0;
+      std::vector<int64_t> along(ndim - d, 1);
+      along[0] = kernel[d];
+      const at::Tensor term = at::arange(first, first + kernel[d] * step, step, options).view(along);
+      total = total.defined() ? term + total : term;
+      weight *= padded[d];
+    }
+    return total.reshape(-1);
+  });
+}
+
+std::string wide_list_str(const std::vector<__int128>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) {
+    __int128 v = values[i];
+    std::string digits;
+    const bool negative = v < 0;
+    if (negative) v = -v;
+    do {
+      digits.insert(digits.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
+      v /= 10;
+    } while (v > 0);
+    s += (i ? ", " : "") + std::string(negative ? "-" : "") + digits;
+  }
+  return s + "]";
+}
+
+// batch_size x prod(padded), every key on the padded grid below it; within int64 or a ValueError
+// (voxel_keys.key_bound's message). The padded extents come wide: a kernel's reach may push
+// them past int64, which this check reports.
+std::pair<int64_t, Values> key_bound(int64_t batch_size, const std::vector<__int128>& padded) {
+  __int128 bound = batch_size;
+  bool fits = true;
+  for (const __int128 p : padded) {
+    fits = fits && p <= INT64_MAX && bound <= INT64_MAX / static_cast<int64_t>(p);
+    if (fits) bound *= p;
+  }
+  TORCH_CHECK_VALUE(fits, "spatial_shape: batch_size (", batch_size, ") x the grid padded by the kernel's reach ",
+                    wide_list_str(padded), " exceeds the int64 voxel-key range of the accelerator map builders; "
+                    "use a smaller grid or batch");
+  return {static_cast<int64_t>(bound), Values(padded.begin(), padded.end())};
+}
+
+// ---- value checks (mx_sparse/_accelerator/index_checks.py, flags_and_outside)
+
+// ([lowest row outside the grid or batch, later row of the lowest duplicate pair], n meaning none;
+// [N] bool: the rows outside) from idx int64 [N, 1+nd], N >= 1, and its keys sorted stably.
+std::pair<at::Tensor, at::Tensor> flags_and_outside(const at::Tensor& idx, c10::IntArrayRef shape, int64_t batch_size,
+                                                    const at::Tensor& sorted_keys, const at::Tensor& order) {
+  const int64_t n = idx.size(0);
+  const at::Tensor batch = idx.select(1, 0);
+  at::Tensor outside = (batch < 0) | (batch >= batch_size);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const at::Tensor c = idx.select(1, 1 + static_cast<int64_t>(d));
+    outside.bitwise_or_((c < 0) | (c >= shape[d]));
+  }
+  const at::Tensor rows = at::arange(n, at::TensorOptions().dtype(at::kLong).device(idx.device()));
+  const at::Tensor bad_row = at::where(outside, rows, n).amin();
+  if (n < 2) return {at::stack({bad_row, at::full_like(bad_row, n)}), outside};
+  // equal keys are adjacent, rows ascending among them (stable): the later row of each pair
+  const at::Tensor same = sorted_keys.narrow(0, 1, n - 1) == sorted_keys.narrow(0, 0, n - 1);
+  const at::Tensor dup_row = at::where(same, order.narrow(0, 1, n - 1), n).amin();
+  return {at::stack({bad_row, dup_row}), outside};
+}
+
+// ---- rows (neighbor_map._rows)
+
+// Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32: one gather from the
+// rows behind a leading -1 (position p is entry p + 1).
+at::Tensor rows_of(const at::Tensor& found, const at::Tensor& order) {
+  const at::Tensor absent = device_constant("absent row", found.device(), [&] {
+    return at::full({1}, kNoNeighbor, int32_on(found.device()));
+  });
+  const at::Tensor rows = at::cat({absent, order.to(at::kInt)});
+  return rows.index_select(0, (found + 1).view(-1)).view(found.sizes());
+}
+
+// ---- the submanifold map
+
+class SubmMapBuild {
+ public:
+  SubmMapBuild(const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, const Values& kernel_size,
+               const Values& dilation, bool indices_checked)
+      : device_(indices.device()) {
+    const Grid grid = make_grid(spatial_shape, batch_size);
+    check_index_layout(indices, grid.ndim);
+    const Values ones(grid.ndim, 1), zeros(grid.ndim, 0);
+    const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, ones, zeros, dilation);
+    kernel_ = kernel_size;
+    dilation_ = dilation;
+    kvol_ = kernel_volume(geo);
+    n_ = indices.size(0);
+    if (n_ == 0) return;
+    // the grid padded by the kernel's reach on each side, the voxels shifted by it
+    Values reach(grid.ndim);
+    std::vector<__int128> padded(grid.ndim);
+    for (int d = 0; d < grid.ndim; ++d) {
+      reach[d] = (kernel_size[d] / 2) * dilation[d];
+      padded[d] = static_cast<__int128>(spatial_shape[d]) + 2 * static_cast<__int128>(reach[d]);
+    }
+    std::tie(bound_, padded_) = key_bound(batch_size, padded);
+    std::tie(keys_, order_) = at::sort(pack(indices, padded_, reach), std::optional<bool>(true), -1, false);
+    if (!indices_checked) checks = flags_and_outside(indices.to(at::kLong), spatial_shape, batch_size, keys_, order_).first;
+  }
+
+  // The value checks to read ([bad_row, dup_row]); None when the caller vouched for the indices
+  // or there are none.
+  std::optional<at::Tensor> checks;
+
+  // The map, once the checks (if any) have passed: every offset's neighbour found in the sorted
+  // keys, the positions turned into rows and the rows put back in input order.
+  at::Tensor finish() const {
+    if (n_ == 0) return at::empty({0, kvol_}, int32_on(device_));
+    const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, true, device_);
+    const at::Tensor found = map_primitives().sorted_key_lookup.call(keys_, keys_, deltas, kernel_.back(), bound_);
+    at::Tensor nbr = at::empty({n_, kvol_}, int32_on(device_));
+    return nbr.index_copy_(0, order_, rows_of(found, order_));  // sorted row s is input row order[s]
+  }
+
+ private:
+  c10::Device device_;
+  Values kernel_, dilation_, padded_;
+  int64_t kvol_ = 0, n_ = 0, bound_ = 0;
+  at::Tensor keys_, order_;
+};
+
+// ---- the strided map
+
+// _conv_out_keys, which pads symmetrically: with pads_begin != pads_end it runs on the grid padded
+// by their difference on the larger side, padding min(pads_begin, pads_end) both ways (inputs shifted
+// up by pads_begin - that): the same outputs, reached by the same offsets (neighbor_map.py).
+at::Tensor conv_out_keys(const at::Tensor& indices, c10::IntArrayRef shape, int64_t batch_size,
+                         c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef pads_begin,
+                         c10::IntArrayRef pads_end, c10::IntArrayRef dilation) {
+  const auto& primitives = map_primitives();
+  if (pads_begin.equals(pads_end))
+    return primitives.conv_out_keys.call(indices.contiguous(), shape, batch_size, kernel, stride, pads_begin, dilation);
+  const size_t nd = shape.size();
+  Values grown(nd), low(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    grown[d] = shape[d] + std::abs(pads_begin[d] - pads_end[d]);
+    low[d] = std::min(pads_begin[d], pads_end[d]);
+    TORCH_CHECK_VALUE(grown[d] <= INT32_MAX, "pads_begin, pads_end: ", list_str(pads_begin), " and ",
+                      list_str(pads_end), " differ by more than int32 coordinates address on the grid ",
+                      list_str(shape), " (accelerator map builder)");
+  }
+  std::vector<at::Tensor> columns{indices.select(1, 0)};
+  for (size_t d = 0; d < nd; ++d)
+    columns.push_back(indices.select(1, 1 + static_cast<int64_t>(d)) + (pads_begin[d] - low[d]));
+  return primitives.conv_out_keys.call(at::stack(columns, 1).contiguous(), grown, batch_size, kernel, stride, low,
+                                       dilation);
+}
+
+class ConvMapBuild {
+ public:
+  ConvMapBuild(const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, const Values& kernel_size,
+               const Values& stride, const Values& padding, const Values& dilation,
+               const std::optional<Values>& pads_end, bool indices_checked)
+      : device_(indices.device()), kernel_(kernel_size), stride_(stride), dilation_(dilation) {
+    const Grid grid = make_grid(spatial_shape, batch_size);
+    check_index_layout(indices, grid.ndim);
+    const ConvGeometry geo = make_geometry(grid.ndim, kernel_size, stride, padding, dilation,
+                                           pads_end.has_value() ? at::OptionalIntArrayRef(*pads_end) : at::OptionalIntArrayRef());
+    const Grid out_grid = conv_output_grid(grid, geo, spatial_shape, batch_size);
+    out_shape = Values(out_grid.shape, out_grid.shape + out_grid.ndim);
+    kvol_ = kernel_volume(geo);
+    n_ = indices.size(0);
+    if (n_ == 0) return;
+    // input i keyed at i + padding on a grid padded above to the farthest position an output
+    // window reaches, o*s + kp*d (voxel_keys.conv_padding)
+    std::vector<__int128> padded(grid.ndim);
+    for (int d = 0; d < grid.ndim; ++d) {
+      const __int128 reach = static_cast<__int128>(out_shape[d] - 1) * stride[d] - padding[d] +
+                             static_cast<__int128>(kernel_size[d] - 1) * dilation[d] - (spatial_shape[d] - 1);
+      padded[d] = static_cast<__int128>(spatial_shape[d]) + padding[d] + (reach > 0 ? reach : 0);
+    }
+    std::tie(bound_, padded_) = key_bound(batch_size, padded);
+    std::tie(in_keys_, order_) = at::sort(pack(indices, padded_, padding), std::optional<bool>(true), -1, false);
+    const Values& ends = pads_end.has_value() ? *pads_end : padding;
+    at::Tensor count;
+    if (indices_checked) {  // indices a builder emitted or checked on this grid: only the count is read
+      const at::Tensor pair_keys = conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding,
+                                                 ends, dilation);
+      std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(pair_keys)));
+      to_read = count;
+      return;
+    }
+    auto [flags, outside] = flags_and_outside(indices.to(at::kLong), spatial_shape, batch_size, in_keys_, order_);
+    // the primitive takes rows inside the grid; until the caller's read says whether the indices are
+    // valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
+    const at::Tensor inside = at::where(outside.unsqueeze(1), at::Scalar(0), indices);
+    const at::Tensor pair_keys = conv_out_keys(inside, spatial_shape, batch_size, kernel_size, stride, padding, ends,
+                                               dilation);
+    std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(pair_keys)));
+    to_read = at::cat({flags, count.to(at::kLong)});
+  }
+
+  // The output grid's extent per axis (the op's third result).
+  Values out_shape;
+  // What the caller reads: [output count] for vouched-for indices, else [bad_row, dup_row, output
+  // count]; None without input rows.
+  std::optional<at::Tensor> to_read;
+
+  // (out_indices int32 [M, 1+nd] in canonical order, nbr int32 [M, K], out_shape) for the M read:
+  // output o reaches input o*s - p + kp*d, i.e. the key of o*s plus offset k's (uncentred) delta on
+  // the input grid shifted by the padding, looked up in the sorted input keys.
+  std::tuple<at::Tensor, at::Tensor, Values> finish(int64_t m) const {
+    if (n_ == 0)
+      return {at::empty({0, static_cast<int64_t>(1 + out_shape.size())}, int32_on(device_)),
+              at::empty({0, kvol_}, int32_on(device_)), out_shape};
+    check_row_count(m);
+    const at::Tensor out_idx = unpack(out_keys_.narrow(0, 0, m), out_shape);
+    const at::Tensor query = pack(out_idx, padded_, {}, stride_);
+    const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, false, device_);
+    const at::Tensor found = map_primitives().sorted_key_lookup.call(query, in_keys_, deltas, kernel_.back(), bound_);
+    return {out_idx.to(at::kInt), rows_of(found, order_), out_shape};
+  }
+
+ private:
+  c10::Device device_;
+  Values kernel_, stride_, dilation_, padded_;
+  int64_t kvol_ = 0, n_ = 0, bound_ = 0;
+  at::Tensor in_keys_, order_, out_keys_;
+};
+
+// ---- the transpose of a built map (neighbor_map._scatter_transpose)
+
+// The transpose of a valid map (entries in [-1, num_rows), each (input row, offset) once): row m
+// goes to cell (nbr[m, k], k); absent entries go to a spare row num_rows (-1 mod num_rows + 1),
+// dropped. Each kept cell has one writer: the result does not depend on the order.
+at::Tensor scatter_transpose(const at::Tensor& nbr, int64_t num_rows) {
+  const int64_t m = nbr.size(0), kvol = nbr.size(1);
+  const at::Tensor target = nbr.to(at::kLong).remainder_(num_rows + 1);
+  at::Tensor out = at::full({num_rows + 1, kvol}, kNoNeighbor, int32_on(nbr.device()));
+  const at::Tensor rows = at::arange(m, int32_on(nbr.device())).unsqueeze(1).expand({m, kvol});
+  return out.scatter_(0, target, rows).narrow(0, 0, num_rows);
+}
+
+}  // namespace
+
+void register_map_orchestration_functions(pybind11::module_& module) {
+  namespace py = pybind11;
+  py::module_ m = module.def_submodule(
+      "map_orchestration", "The accelerators' map builders over ATen operators around the device primitives "
+                           "(kernels/orchestration); see mx_sparse/_accelerator/neighbor_map.py");
+  py::class_<SubmMapBuild>(m, "SubmMapBuild")
+      .def(py::init<const at::Tensor&, const Values&, int64_t, const Values&, const Values&, bool>(),
+           py::arg("indices"), py::arg("spatial_shape"), py::arg("batch_size"), py::arg("kernel_size"),
+           py::arg("dilation"), py::arg("indices_checked"))
+      .def_readonly("checks", &SubmMapBuild::checks)
+      .def("finish", &SubmMapBuild::finish);
+  py::class_<ConvMapBuild>(m, "ConvMapBuild")
+      .def(py::init<const at::Tensor&, const Values&, int64_t, const Values&, const Values&, const Values&,
+                    const Values&, const std::optional<Values>&, bool>(),
+           py::arg("indices"), py::arg("spatial_shape"), py::arg("batch_size"), py::arg("kernel_size"),
+           py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("pads_end"),
+           py::arg("indices_checked"))
+      .def_readonly("out_shape", &ConvMapBuild::out_shape)
+      .def_readonly("to_read", &ConvMapBuild::to_read)
+      .def("finish", &ConvMapBuild::finish, py::arg("m"));
+  m.def("rows_of", &rows_of, py::arg("found"), py::arg("order"));
+  m.def("scatter_transpose", &scatter_transpose, py::arg("nbr"), py::arg("num_rows"));
+}
+
+}  // namespace mxs
