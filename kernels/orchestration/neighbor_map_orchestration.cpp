@@ -144,16 +144,15 @@ std::pair<int64_t, Values> key_bound(int64_t batch_size, const std::vector<__int
 // ---- value checks (mx_sparse/_accelerator/index_checks.py, flags_and_outside)
 
 // ([lowest row outside the grid or batch, later row of the lowest duplicate pair], n meaning none;
-// [N] bool: the rows outside) from idx int64 [N, 1+nd], N >= 1, and its keys sorted stably.
+// [N] bool: the rows outside) from idx [N, 1+nd] (int32 or int64), N >= 1, and its keys sorted
+// stably. A row is outside when a value is below 0 or not below its limit (batch_size, then the
+// grid's extents): two comparisons with a kept limit vector and one reduction per row.
 std::pair<at::Tensor, at::Tensor> flags_and_outside(const at::Tensor& idx, c10::IntArrayRef shape, int64_t batch_size,
                                                     const at::Tensor& sorted_keys, const at::Tensor& order) {
   const int64_t n = idx.size(0);
-  const at::Tensor batch = idx.select(1, 0);
-  at::Tensor outside = (batch < 0) | (batch >= batch_size);
-  for (size_t d = 0; d < shape.size(); ++d) {
-    const at::Tensor c = idx.select(1, 1 + static_cast<int64_t>(d));
-    outside.bitwise_or_((c < 0) | (c >= shape[d]));
-  }
+  Values limits{batch_size};
+  limits.insert(limits.end(), shape.begin(), shape.end());
+  const at::Tensor outside = ((idx < 0) | (idx >= int64_vector_constant(limits, idx.device()))).any(1);
   const at::Tensor rows = at::arange(n, at::TensorOptions().dtype(at::kLong).device(idx.device()));
   const at::Tensor bad_row = at::where(outside, rows, n).amin();
   if (n < 2) return {at::stack({bad_row, at::full_like(bad_row, n)}), outside};
@@ -200,7 +199,7 @@ class SubmMapBuild {
     }
     std::tie(bound_, padded_) = key_bound(batch_size, padded);
     std::tie(keys_, order_) = at::sort(pack(indices, padded_, reach), std::optional<bool>(true), -1, false);
-    if (!indices_checked) checks = flags_and_outside(indices.to(at::kLong), spatial_shape, batch_size, keys_, order_).first;
+    if (!indices_checked) checks = flags_and_outside(indices, spatial_shape, batch_size, keys_, order_).first;
   }
 
   // The value checks to read ([bad_row, dup_row]); None when the caller vouched for the indices
@@ -285,7 +284,7 @@ class ConvMapBuild {
       to_read = count;
       return;
     }
-    auto [flags, outside] = flags_and_outside(indices.to(at::kLong), spatial_shape, batch_size, in_keys_, order_);
+    auto [flags, outside] = flags_and_outside(indices, spatial_shape, batch_size, in_keys_, order_);
     // the primitive takes rows inside the grid; until the caller's read says whether the indices are
     // valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
     const at::Tensor inside = at::where(outside.unsqueeze(1), at::Scalar(0), indices);
