@@ -2,7 +2,8 @@
 kernels/contract): the map builders' (every row inside the grid and batch, no voxel twice) and the
 map entries of the gathers and of pooling (-1 or an input row).
 
-Builders: the flags are computed on the device and travel to the host inside the builder's one
+Builders: the flags are computed on the device (for build_subm_map and build_conv_map in C++,
+kernels/orchestration/neighbor_map_orchestration.cpp) and travel to the host inside the builder's one
 read (host_sync.py); raising reads the offending row for the message (a second read, on the error
 path only). Map entries: on CPU tensors (MXS_CUDA_ON_CPU=1, MXS_NPU_ON_CPU=1) they are read on
 the host, where that is free, and a bad one raises the CPU kernel's ValueError; on a CUDA device

@@ -2,6 +2,10 @@
 unpacking, and the key offset of every kernel offset. The map builders pack on a grid padded
 by the kernel's reach, so that every neighbour of a voxel is its key plus one constant per
 offset (the key deltas) and a sorted-key lookup finds it.
+
+build_subm_map and build_conv_map pack, unpack and keep these constants in C++ with the same
+operators (kernels/orchestration/neighbor_map_orchestration.cpp); the other builders
+(conv_transpose_map.py, conv_map_at.py), the fallbacks and the BatchNorm operators use this module.
 """
 import torch
 
