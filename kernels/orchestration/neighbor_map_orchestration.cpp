@@ -1,9 +1,10 @@
 // The accelerators' map builders (CUDA, NPU) over ATen operators: the work of
 // mx_sparse/_accelerator/neighbor_map.py around the three map primitives (map_primitives.h), done
-// in C++ so that a builder costs the host a few Python calls instead of a few hundred (issue 32:
+// in C++ so that a builder costs the host a handful of Python calls instead of dozens (issue 32:
 // map building was ~30% of a CUDA training step's host time). One copy for both accelerators: the
-// operators and primitives dispatch on the tensors' device. The algorithm and every operator are
-// the ones neighbor_map.py's docstring describes; the maps are the same bit for bit.
+// operators and primitives dispatch on the tensors' device. The algorithm is the one
+// neighbor_map.py's docstring describes, with the operators it used (the value checks in fewer);
+// the maps are the same bit for bit.
 //
 // What stays in Python is what must: the host read (host_sync.read, counted by the benches and
 // traced by the tests), the bad-row ValueError (index_checks.raise_bad_rows: it reads the row) and
