@@ -37,6 +37,11 @@ their squared deviations from the tile's mean, float64, tl.sum's fixed tree over
 rows -- which a BatchNorm on that output combines instead of reading it once more
 (batch_norm_relu.py: one launch fewer per layer). A fixed order again: the same bits every run.
 
+LISTS (gather_mm_kernel; a training forward on a plan whose tile lists are not built yet,
+gather_mm.py): ``gates`` programs past the last tile build the weight-gradient kernel's tile
+lists of the plan (plan_kernels.gate_tile_list, as tile_lists_kernel does: one launch fewer per
+plan). The gather's own programs are unchanged; the lists depend only on the plan.
+
 COUNT (tests and bench only): every tl.dot adds its BLOCK_M x BLOCK_N x BLOCK_K multiply-adds
 to an int64 counter (launch.counting_steps); False in every shipped build.
 
@@ -50,6 +55,7 @@ import triton
 import triton.language as tl
 
 from . import interpreter_compat
+from .plan_kernels import gate_tile_list
 
 interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars (see there)
 
@@ -68,13 +74,22 @@ def _count_step(counter, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: 
         tl.atomic_add(counter, BLOCK_M * BLOCK_N * BLOCK_K)
 
 
-@triton.jit(do_not_specialize=_SCALARS[:5])
-def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, stats, counter,
-                     m, n_in, kvol, cin, cout,
+@triton.jit(do_not_specialize=_SCALARS[:6] + ["span"])
+def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, stats, tile_present, lists, list_counts, counter,
+                     m, n_in, kvol, cin, cout, gates, span,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
-                     ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr, STATS: tl.constexpr):
-    # program (tile of sorted map rows, block of output channels)
+                     ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr, STATS: tl.constexpr,
+                     LISTS: tl.constexpr, BLOCK_T: tl.constexpr):
+    # program (tile of sorted map rows, block of output channels); with LISTS, the programs past
+    # the last tile build the weight gradient's tile lists instead (one gate each, channel block 0)
+    if LISTS:
+        tiles = (m + BLOCK_M - 1) // BLOCK_M
+        if tl.program_id(0) >= tiles:
+            if tl.program_id(1) == 0:
+                gate_tile_list(tile_present, lists, list_counts, tl.program_id(0) - tiles, tiles, kvol, gates, cin,
+                               BLOCK_K, span, ALIGNED, BLOCK_T)
+            return
     if ALIGNED:
         # the launcher's promise: Cin a multiple of BLOCK_K, Cout of 16. Written as x // b * b (the
         # same value) so that the compiler knows the divisibility and vectorises the row loads:

@@ -8,7 +8,8 @@ The argument checks and the per-group loop are the accelerator orchestration's
 
 A forward launch (the weight requires grad) also writes per-tile moments of its output for the
 BatchNorm that usually follows (``tile_stats``; batch_norm_relu.py takes them instead of
-launching its moments kernel).
+launching its moments kernel), and, the first time on a plan, the weight gradient's tile lists
+of that plan (tile_lists.to_fill: no tile_lists launch in the backward).
 
 Both run the mask-gated schedule of map_plan.py: rows in neighbour-bitmask order, each tile
 looping over the offsets present in it. Neither syncs with the host: a map entry outside
@@ -43,7 +44,8 @@ def _check_int32(**sizes) -> None:
 class _Launch:
     """What a gather_mm launch on one map takes besides its operands, for one (input rows, Cin, Cout,
     dtype, TF32 switch, counting): prepared once per map and shape, kept with the map."""
-    __slots__ = ("dtype", "tile", "grid", "plan", "scalars", "constexprs", "tiles", "block_m")
+    __slots__ = ("dtype", "tile", "grid", "plan", "scalars", "constexprs", "tiles", "block_m", "present", "gates",
+                 "lists_shape", "lists_constexprs")
 
     def __init__(self, features, weight, nbr, stats):
         m, kvol = nbr.shape
@@ -57,11 +59,22 @@ class _Launch:
         self.plan = (plan.order, plan.counts, plan.offsets)
         self.scalars = (m, n_in, kvol, cin, cout)
         self.tiles, self.block_m = self.grid[0], tile.block_m
+        # the weight gradient's tile lists of this plan: built in this launch (LISTS) by the aligned
+        # tiles (every layer after a network's first), whose filter kernel's gates are the offsets
+        # (the same step choice: tiles._step_k); the generic variant with that branch spilled
+        # (sm_80/sm_90, cubins.py): a first layer's plan launches tile_lists_kernel
+        self.present = plan.present
+        filter_tile = tiles.filter_tile(self.dtype, kvol, cin, cout)
+        fits = tile.aligned and (filter_tile.block_k, filter_tile.aligned) == (tile.block_k, tile.aligned)
+        self.lists_shape = (tile.aligned, kvol, cin, tile.block_k) if fits and 0 not in self.grid else None
+        self.gates = (tile_lists.gates(tile.aligned, kvol, cin, tile.block_k), tile_lists.span(cin, tile.block_k))
         constants = launch.dot_constants(features.dtype)
         self.constexprs = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
                                ALIGNED=tile.aligned, num_warps=tile.num_warps, num_stages=tile.num_stages,
                                **constants, CHANNELS_FIRST=tiles.channels_first(self.dtype, constants["PRECISION"], tile),
-                               STATS=stats, **launch.count_constant())
+                               STATS=stats, **launch.count_constant(), BLOCK_T=tile_lists.BLOCK_T)
+        self.lists_constexprs = dict(self.constexprs, LISTS=True)
+        self.constexprs["LISTS"] = False
 
 
 # map tensor -> (its version, {shape key: _Launch}); weak, like the plans (map_plan.py)
@@ -106,9 +119,21 @@ def gather_mm_one_group(features, weight, nbr):
             _tile_stats[out] = (out._version, moments, args.block_m)
     else:
         moments = out       # never read (STATS off)
+    # a training forward also builds the weight gradient's tile lists of the plan, once per plan
+    lists = None
+    if stats and args.lists_shape:
+        lists = tile_lists.to_fill(args.present, *args.lists_shape)
+        args.lists_shape = None         # the plan has its lists from now on (the plan and these args go together)
     counter = launch.step_counter(features)
-    launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile, args.grid,
-               (features, weight, nbr, *args.plan, out, moments, counter), *args.scalars, **args.constexprs)
+    if lists is None:
+        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile, args.grid,
+                   (features, weight, nbr, *args.plan, out, moments, nbr, nbr, nbr, counter), *args.scalars, 0, 0,
+                   **args.constexprs)
+    else:
+        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile,
+                   (args.grid[0] + args.gates[0], args.grid[1], 1),
+                   (features, weight, nbr, *args.plan, out, moments, args.present, *lists, counter), *args.scalars,
+                   *args.gates, **args.lists_constexprs)
     launch.record_steps("gather_mm", counter)
     return out
 

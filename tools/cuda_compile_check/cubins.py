@@ -52,13 +52,15 @@ def configurations():
     import triton.language as tl
     acc_type = {"fp32": tl.float32, "fp64": tl.float64}
     ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout")}
-    for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ()),
+    from mx_sparse._cuda import tile_lists
+    for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ("gates", "span")),
                                  ("filter_splits_kernel", tiles.FILTER_TILES, ("gates", "splits"))):
         for dtype, tile in table:
             ptr = POINTER[dtype]
             if kernel == "gather_mm_kernel":
                 pointers = {"features": ptr, "weight": ptr, "nbr": "*i32", "order": "*i32", "counts": "*i32",
-                            "offsets": "*i32", "out": ptr, "stats": "*fp64", "counter": "*i64"}
+                            "offsets": "*i32", "out": ptr, "stats": "*fp64", "tile_present": "*i32", "lists": "*i32",
+                            "list_counts": "*i32", "counter": "*i64"}
             else:
                 pointers = {"features": ptr, "grad": ptr, "nbr": "*i32", "order": "*i32", "tile_lists": "*i32",
                             "tile_counts": "*i32", "partial": POINTER[ACC[dtype]], "dw": ptr, "tickets": "*i32",
@@ -72,8 +74,10 @@ def configurations():
                               "ALIGNED": tile.aligned,
                               "CHANNELS_FIRST": tiles.channels_first(dtype, precision, tile)}
                 if kernel == "gather_mm_kernel":
-                    # the variant that writes the tile moments (STATS=False is it without that epilogue)
-                    constexprs["STATS"] = True
+                    # the variant that writes the tile moments and, aligned, builds the tile lists
+                    # (STATS=False is it without that epilogue, LISTS=False without the list-building
+                    # programs' branch; gather_mm.py builds lists in aligned launches only)
+                    constexprs.update(STATS=True, LISTS=tile.aligned, BLOCK_T=tile_lists.BLOCK_T)
                 if kernel == "filter_splits_kernel":
                     # the variant that adds the splits (SUM_SPLITS=False is it without that epilogue)
                     constexprs["SUM_SPLITS"] = True
