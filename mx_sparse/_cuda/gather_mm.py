@@ -45,7 +45,7 @@ class _Launch:
     """What a gather_mm launch on one map takes besides its operands, for one (input rows, Cin, Cout,
     dtype, TF32 switch, counting): prepared once per map and shape, kept with the map."""
     __slots__ = ("dtype", "tile", "grid", "plan", "scalars", "constexprs", "tiles", "block_m", "present", "gates",
-                 "lists_shape", "lists_constexprs")
+                 "lists_shape", "lists_constexprs", "stats")
 
     def __init__(self, features, weight, nbr, stats):
         m, kvol = nbr.shape
@@ -59,6 +59,10 @@ class _Launch:
         self.plan = (plan.order, plan.counts, plan.offsets)
         self.scalars = (m, n_in, kvol, cin, cout)
         self.tiles, self.block_m = self.grid[0], tile.block_m
+        # the tile moments where they compile without spills (cubins.py): every tile but the generic
+        # half-precision ones (a first layer under autocast; with the epilogue, 4 B spilled on triton
+        # 3.6's sm_80), whose BatchNorm launches its moments kernel
+        self.stats = stats = stats and (tile.aligned or self.dtype in ("fp32", "fp64"))
         # the weight gradient's tile lists of this plan: built in this launch (LISTS) by the aligned
         # tiles (every layer after a network's first), whose filter kernel's gates are the offsets
         # (the same step choice: tiles._step_k); the generic variant with that branch spilled
@@ -109,9 +113,10 @@ def _wants_stats(weight) -> bool:
 
 
 def gather_mm_one_group(features, weight, nbr):
-    stats = _wants_stats(weight)
+    wanted = _wants_stats(weight)      # (asked first: a contiguous copy made here would not require grad)
     features, weight, nbr = launch.aligned(features), launch.aligned(weight), launch.aligned(nbr)
-    args = _prepared(features, weight, nbr, stats)
+    args = _prepared(features, weight, nbr, wanted)
+    stats = args.stats
     out = features.new_empty((nbr.shape[0], weight.shape[2]))
     if stats:
         moments = out.new_empty((args.tiles, 2, out.shape[1]), dtype=torch.float64)

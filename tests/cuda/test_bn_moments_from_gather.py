@@ -75,12 +75,14 @@ def _assert_matches_cpu(ours, x, params, dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("cin, cout", [(16, 32), (4, 36)], ids=["aligned", "generic"])
 def test_statistics_from_the_gather_match_the_cpu_kernels(dtype, cin, cout):
-    """1100 rows: 35 tiles of 32, the last partial; Cout 36: a masked channel block."""
+    """1100 rows: 35 tiles of 32, the last partial; Cout 36: a masked channel block. The generic
+    half-precision tiles write no moments (their BatchNorm launches the moments kernel)."""
     x = _conv_output(1100, cin, cout, dtype, seed=1)
     params = _bn_args(cout, dtype, seed=2)
     before = _moments_launches()
     ours = _forward(x, params)
-    assert _moments_launches() == before, "the forward launched its moments kernel"
+    written = cin % 16 == 0 or dtype != torch.bfloat16
+    assert _moments_launches() == before + (0 if written else 1)
     _assert_matches_cpu(ours, x, params, dtype)
 
 
@@ -126,3 +128,16 @@ def test_the_backward_gathers_write_no_moments():
     assert stats.shape == (-(-200 // rows), 2, 32) and stats.dtype == torch.float64
     # per tile of the plan's sorted rows: the float64 sum of the stored values of its rows
     assert torch.allclose(stats[:, 0].sum(0), y.double().sum(0), rtol=1e-12, atol=1e-9)
+
+
+def test_a_non_contiguous_training_weight_still_writes_moments():
+    """The weight's requires_grad is asked before the launcher's contiguous copy (which would not
+    require grad inside autograd's forward)."""
+    from mx_sparse._cuda import gather_mm
+    features, weight, _, nbr = operands(200, 300, 27, 16, 32, 1, torch.float32, 8)
+    strided = weight.transpose(1, 2).contiguous().transpose(1, 2).requires_grad_()
+    assert not strided.is_contiguous()
+    with torch.no_grad():
+        out = gather(features, strided, nbr)
+    assert gather_mm.tile_stats(out) is not None
+    assert torch.equal(out, gather(features, weight, nbr))

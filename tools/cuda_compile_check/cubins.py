@@ -74,10 +74,11 @@ def configurations():
                               "ALIGNED": tile.aligned,
                               "CHANNELS_FIRST": tiles.channels_first(dtype, precision, tile)}
                 if kernel == "gather_mm_kernel":
-                    # the variant that writes the tile moments and, aligned, builds the tile lists
-                    # (STATS=False is it without that epilogue, LISTS=False without the list-building
-                    # programs' branch; gather_mm.py builds lists in aligned launches only)
-                    constexprs.update(STATS=True, LISTS=tile.aligned, BLOCK_T=tile_lists.BLOCK_T)
+                    # the variant that writes the tile moments (all but the generic half tiles) and,
+                    # aligned, builds the tile lists (STATS=False is it without that epilogue, LISTS=False
+                    # without the list-building programs' branch), as gather_mm.py launches them
+                    constexprs.update(STATS=tile.aligned or dtype in ("fp32", "fp64"), LISTS=tile.aligned,
+                                      BLOCK_T=tile_lists.BLOCK_T)
                 if kernel == "filter_splits_kernel":
                     # the variant that adds the splits (SUM_SPLITS=False is it without that epilogue)
                     constexprs["SUM_SPLITS"] = True
