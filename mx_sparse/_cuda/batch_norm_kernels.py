@@ -4,7 +4,9 @@ module imports triton.
 
 Per layer and pass at most two launches:
 
-  forward, batch statistics   moments_kernel, then normalize_relu_kernel
+  forward, batch statistics   moments_kernel, then normalize_relu_kernel (normalize alone where
+                              the input's producing gather_mm wrote its per-tile moments:
+                              gather_kernels.py STATS, combined here as the blocks' sums are)
   forward, running statistics normalize_relu_kernel
   recompute                   scale_shift_relu_kernel
   backward                    backward_sums_kernel, then backward_dx_kernel
@@ -47,7 +49,7 @@ interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars 
 
 # Scalars are not specialised (one compiled variant per configuration, the one cubins.py checks):
 # Triton would otherwise compile another for each value 1 and each multiple of 16.
-_SCALARS = ["n", "c", "nblocks", "block_rows", "momentum_hi", "momentum_lo", "eps_hi", "eps_lo"]
+_SCALARS = ["n", "c", "nblocks", "block_rows", "momentum_hi", "momentum_lo", "eps_hi", "eps_lo", "stat_rows"]
 
 
 @triton.jit
@@ -173,18 +175,19 @@ def _apply_rows(x, y, scale, shift, blk, n, c, block_rows, cols, col_live, T: tl
 
 @triton.jit(do_not_specialize=_SCALARS)
 def normalize_relu_kernel(x, partial, y, mean, invstd, scale, shift, weight, bias, running_mean, running_var,
-                          n, c, nblocks, block_rows, momentum_hi, momentum_lo, eps_hi, eps_lo,
+                          n, c, nblocks, stat_rows, block_rows, momentum_hi, momentum_lo, eps_hi, eps_lo,
                           T: tl.constexpr, BATCH_STATS: tl.constexpr, HAS_WEIGHT: tl.constexpr,
                           HAS_BIAS: tl.constexpr, HAS_RUNNING_MEAN: tl.constexpr, HAS_RUNNING_VAR: tl.constexpr,
                           TILE_R: tl.constexpr, CHUNK_B: tl.constexpr, BLOCK_C: tl.constexpr):
-    # program (block, channels): the statistics (batch: combined from moments_kernel's sums; else
-    # the running ones), invstd, scale and shift, then y over the block's rows. Block 0 writes the
+    # program (block, channels): the statistics (batch: combined from the nblocks partial moments of
+    # stat_rows rows each -- moments_kernel's blocks, or the producing gather's tiles; else the
+    # running ones), invstd, scale and shift, then y over the block's rows. Block 0 writes the
     # per-channel outputs and blends the running statistics (no other program reads them).
     blk = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_live = cols < c
     if BATCH_STATS:
-        m, v = _combined_moments(partial, cols, col_live, n, c, nblocks, block_rows, CHUNK_B, BLOCK_C)
+        m, v = _combined_moments(partial, cols, col_live, n, c, nblocks, stat_rows, CHUNK_B, BLOCK_C)
     else:
         m = tl.load(running_mean + cols, mask=col_live, other=0.0).to(tl.float64)
         v = tl.load(running_var + cols, mask=col_live, other=0.0).to(tl.float64)

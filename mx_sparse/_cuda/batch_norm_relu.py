@@ -4,7 +4,10 @@ batch_norm_kernels.py for the three computations of the accelerator orchestratio
 CUDA tensors, and for CPU tensors under MXS_CUDA_ON_CPU=1).
 
   forward           statistics, running blend, invstd, scale, shift and y = relu(x * scale + shift):
-                    2 launches with batch statistics (moments, normalize), 1 with running ones
+                    2 launches with batch statistics (moments, normalize), 1 with running ones --
+                    and 1 with batch statistics when the input is a gather_mm output whose launch
+                    wrote its per-tile moments (gather_mm.tile_stats: a conv's training forward
+                    straight into this layer), which normalize combines in place of moments
   scale_shift_relu  y = max(x * scale + shift, 0): 1 launch
   backward          dx, dgamma, dbeta: 2 launches (sums, dx)
 
@@ -19,7 +22,7 @@ import struct
 
 import torch
 
-from . import launch
+from . import gather_mm, launch
 
 # Rows of a block of the reductions: a multiple of the tile's rows, at most MAX_BLOCKS blocks
 # (each program of the second kernel of a pass combines every block's sums of its channels).
@@ -120,16 +123,21 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     targets = [_in_place_target(t) for t in (running_mean, running_var)]
     params = [None if t is None else launch.aligned(t) for t in (weight, bias)]
     tile = f"c{width}"
-    if batch_stats:
-        partial = torch.empty((nblocks, 2, c), dtype=torch.float64, device=dev)
+    # the partial moments: the producing gather_mm's per-tile ones where it wrote them, else moments_kernel's
+    moments = gather_mm.tile_stats(input) if batch_stats and n > 0 else None
+    if moments is not None:
+        partial, stat_rows = moments
+        stat_blocks = partial.shape[0]
+    elif batch_stats:
+        partial, stat_blocks, stat_rows = torch.empty((nblocks, 2, c), dtype=torch.float64, device=dev), nblocks, block_rows
         _launch("moments_kernel", "bn_moments", x.dtype, tile, grid, (x, partial), n, c, block_rows,
                 TILE_R=tile_r, BLOCK_C=width)
     else:
-        partial = mean    # never read
+        partial, stat_blocks, stat_rows = mean, 0, block_rows    # never read
     # an absent vector's pointer is never read (its flag is off): x stands in for it
     pointers = [x if t is None else t for t in params + targets]
     _launch("normalize_relu_kernel", "bn_normalize_relu", x.dtype, tile, grid,
-            (x, partial, y, mean, invstd, scale, shift, *pointers), n, c, nblocks, block_rows,
+            (x, partial, y, mean, invstd, scale, shift, *pointers), n, c, stat_blocks, stat_rows, block_rows,
             *double_halves(momentum), *double_halves(eps), T=_triton_type(x.dtype), BATCH_STATS=bool(batch_stats),
             HAS_WEIGHT=params[0] is not None, HAS_BIAS=params[1] is not None,
             HAS_RUNNING_MEAN=targets[0] is not None, HAS_RUNNING_VAR=targets[1] is not None,

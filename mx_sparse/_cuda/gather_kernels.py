@@ -31,6 +31,17 @@ atomically: which program that is varies, the order of the sum it runs does not)
 Addresses are computed in int64: rows x channels exceeds 2^31 on large scenes. A map entry
 outside [-1, rows of features) is never read (masked); the host side rejects such maps.
 
+STATS (gather_mm_kernel; forward launches whose weight requires grad, gather_mm.py): the
+program also writes its tile's per-channel moments of the values it stored -- their sum and
+their squared deviations from the tile's mean, float64, tl.sum's fixed tree over the tile's
+rows -- which a BatchNorm on that output combines instead of reading it once more
+(batch_norm_relu.py: one launch fewer per layer). A fixed order again: the same bits every run.
+
+LISTS (gather_mm_kernel; a training forward on a plan whose tile lists are not built yet,
+gather_mm.py): ``gates`` programs past the last tile build the weight-gradient kernel's tile
+lists of the plan (plan_kernels.gate_tile_list, as tile_lists_kernel does: one launch fewer per
+plan). The gather's own programs are unchanged; the lists depend only on the plan.
+
 COUNT (tests and bench only): every tl.dot adds its BLOCK_M x BLOCK_N x BLOCK_K multiply-adds
 to an int64 counter (launch.counting_steps); False in every shipped build.
 
@@ -44,6 +55,7 @@ import triton
 import triton.language as tl
 
 from . import interpreter_compat
+from .plan_kernels import gate_tile_list
 
 interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars (see there)
 
@@ -62,13 +74,22 @@ def _count_step(counter, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: 
         tl.atomic_add(counter, BLOCK_M * BLOCK_N * BLOCK_K)
 
 
-@triton.jit(do_not_specialize=_SCALARS[:5])
-def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter,
-                     m, n_in, kvol, cin, cout,
+@triton.jit(do_not_specialize=_SCALARS[:6] + ["span"])
+def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, stats, tile_present, lists, list_counts, counter,
+                     m, n_in, kvol, cin, cout, gates, span,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
-                     ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr):
-    # program (tile of sorted map rows, block of output channels)
+                     ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr, STATS: tl.constexpr,
+                     LISTS: tl.constexpr, BLOCK_T: tl.constexpr):
+    # program (tile of sorted map rows, block of output channels); with LISTS, the programs past
+    # the last tile build the weight gradient's tile lists instead (one gate each, channel block 0)
+    if LISTS:
+        tiles = (m + BLOCK_M - 1) // BLOCK_M
+        if tl.program_id(0) >= tiles:
+            if tl.program_id(1) == 0:
+                gate_tile_list(tile_present, lists, list_counts, tl.program_id(0) - tiles, tiles, kvol, gates, cin,
+                               BLOCK_K, span, ALIGNED, BLOCK_T)
+            return
     if ALIGNED:
         # the launcher's promise: Cin a multiple of BLOCK_K, Cout of 16. Written as x // b * b (the
         # same value) so that the compiler knows the divisibility and vectorises the row loads:
@@ -125,7 +146,24 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, counter
         result = tl.trans(acc)
     else:
         result = acc
-    tl.store(out + (rows[:, None] * cout + w_cols), result.to(out.dtype.element_ty), mask=row_live[:, None] & w_live)
+    stored = result.to(out.dtype.element_ty)
+    tl.store(out + (rows[:, None] * cout + w_cols), stored, mask=row_live[:, None] & w_live)
+    if STATS:
+        _tile_stats(stats, stored, pid_m, m, cols, row_live[:, None] & w_live, cout, BLOCK_M)
+
+
+@triton.jit
+def _tile_stats(stats, stored, pid_m, m, cols, live, cout, BLOCK_M: tl.constexpr):
+    # stats[tile, 0] = the per-channel sum of the tile's stored outputs, stats[tile, 1] = the sum of
+    # their squared deviations from the tile's mean; float64, tl.sum's fixed tree over the tile's
+    # rows (the BatchNorm's moments of this output, gather_mm.tile_stats)
+    v = tl.where(live, stored.to(tl.float64), 0.0)
+    rows = tl.minimum(m - pid_m * BLOCK_M, BLOCK_M).to(tl.float64)
+    total = tl.sum(v, axis=0)
+    d = tl.where(live, v - (total / rows)[None, :], 0.0)
+    at = stats + pid_m.to(tl.int64) * 2 * cout + cols
+    tl.store(at, total, mask=cols < cout)
+    tl.store(at + cout, tl.sum(d * d, axis=0), mask=cols < cout)
 
 
 @triton.jit(do_not_specialize=_SCALARS[:7])

@@ -6,6 +6,11 @@ The argument checks and the per-group loop are the accelerator orchestration's
   _gather_mm_one_group:                 out[m] = sum_k features[nbr[m, k]] @ weight[k]
   _gather_mm_backprop_filter_one_group: dW[k]  = sum_m features[nbr[m, k]]^T (x) grad[m]
 
+A forward launch (the weight requires grad) also writes per-tile moments of its output for the
+BatchNorm that usually follows (``tile_stats``; batch_norm_relu.py takes them instead of
+launching its moments kernel), and, the first time on a plan, the weight gradient's tile lists
+of that plan (tile_lists.to_fill: no tile_lists launch in the backward).
+
 Both run the mask-gated schedule of map_plan.py: rows in neighbour-bitmask order, each tile
 looping over the offsets present in it. Neither syncs with the host: a map entry outside
 [-1, rows) is reported by a device-side assertion (launch.check_map_rows), once per map.
@@ -39,9 +44,10 @@ def _check_int32(**sizes) -> None:
 class _Launch:
     """What a gather_mm launch on one map takes besides its operands, for one (input rows, Cin, Cout,
     dtype, TF32 switch, counting): prepared once per map and shape, kept with the map."""
-    __slots__ = ("dtype", "tile", "grid", "plan", "scalars", "constexprs")
+    __slots__ = ("dtype", "tile", "grid", "plan", "scalars", "constexprs", "tiles", "block_m", "present", "gates",
+                 "lists_shape", "lists_constexprs", "stats")
 
-    def __init__(self, features, weight, nbr):
+    def __init__(self, features, weight, nbr, stats):
         m, kvol = nbr.shape
         n_in, cin, cout = features.shape[0], features.shape[1], weight.shape[2]
         _check_int32(features=n_in, nbr=m, weight=weight.numel())
@@ -52,40 +58,99 @@ class _Launch:
         plan = map_plan.plan(nbr, tile.block_m, n_in)
         self.plan = (plan.order, plan.counts, plan.offsets)
         self.scalars = (m, n_in, kvol, cin, cout)
+        self.tiles, self.block_m = self.grid[0], tile.block_m
+        # the tile moments where they compile without spills (cubins.py): every tile but the generic
+        # half-precision ones (a first layer under autocast; with the epilogue, 4 B spilled on triton
+        # 3.6's sm_80), whose BatchNorm launches its moments kernel
+        self.stats = stats = stats and (tile.aligned or self.dtype in ("fp32", "fp64"))
+        # the weight gradient's tile lists of this plan: built in this launch (LISTS) by the aligned
+        # tiles (every layer after a network's first), whose filter kernel's gates are the offsets
+        # (the same step choice: tiles._step_k); the generic variant with that branch spilled
+        # (sm_80/sm_90, cubins.py): a first layer's plan launches tile_lists_kernel
+        self.present = plan.present
+        filter_tile = tiles.filter_tile(self.dtype, kvol, cin, cout)
+        fits = tile.aligned and (filter_tile.block_k, filter_tile.aligned) == (tile.block_k, tile.aligned)
+        self.lists_shape = (tile.aligned, kvol, cin, tile.block_k) if fits and 0 not in self.grid else None
+        self.gates = (tile_lists.gates(tile.aligned, kvol, cin, tile.block_k), tile_lists.span(cin, tile.block_k))
         constants = launch.dot_constants(features.dtype)
         self.constexprs = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
                                ALIGNED=tile.aligned, num_warps=tile.num_warps, num_stages=tile.num_stages,
                                **constants, CHANNELS_FIRST=tiles.channels_first(self.dtype, constants["PRECISION"], tile),
-                               **launch.count_constant())
+                               STATS=stats, **launch.count_constant(), BLOCK_T=tile_lists.BLOCK_T)
+        self.lists_constexprs = dict(self.constexprs, LISTS=True)
+        self.constexprs["LISTS"] = False
 
 
 # map tensor -> (its version, {shape key: _Launch}); weak, like the plans (map_plan.py)
 _launches = WeakIdKeyDictionary()
 
 
-def _prepared(features, weight, nbr) -> _Launch:
+def _prepared(features, weight, nbr, stats) -> _Launch:
     key = (features.shape[0], features.shape[1], weight.shape[2], features.dtype,
-           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"])
+           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], stats)
     if nbr.is_inference() or launch.is_fake(nbr):    # no version counter / no identity worth keeping
-        return _Launch(features, weight, nbr)
+        return _Launch(features, weight, nbr, stats)
     entry = _launches.get(nbr)
     if entry is None or entry[0] != nbr._version:
         entry = _launches[nbr] = (nbr._version, {})
     found = entry[1].get(key)
     if found is None:
-        found = entry[1][key] = _Launch(features, weight, nbr)
+        found = entry[1][key] = _Launch(features, weight, nbr, stats)
     return found
 
 
+# gather_mm output -> (its version, stats [tiles, 2, Cout] float64, rows per tile): the per-tile moments a forward
+# launch wrote beside it. Weak (an entry goes with its tensor), by identity: the output reaches
+# the BatchNorm after it as the same tensor object (the conv -> BN -> ReLU of SparseSequential);
+# a write to it in place bumps its version and the moments no longer apply.
+_tile_stats = WeakIdKeyDictionary()
+
+
+def _wants_stats(weight) -> bool:
+    """A forward launch of training (the weight requires grad: the backward's launches take a
+    weight that does not), where a BatchNorm with batch statistics usually follows."""
+    return weight.requires_grad
+
+
 def gather_mm_one_group(features, weight, nbr):
+    wanted = _wants_stats(weight)      # (asked first: a contiguous copy made here would not require grad)
     features, weight, nbr = launch.aligned(features), launch.aligned(weight), launch.aligned(nbr)
-    args = _prepared(features, weight, nbr)
+    args = _prepared(features, weight, nbr, wanted)
+    stats = args.stats
     out = features.new_empty((nbr.shape[0], weight.shape[2]))
+    if stats:
+        moments = out.new_empty((args.tiles, 2, out.shape[1]), dtype=torch.float64)
+        if not out.is_inference():
+            _tile_stats[out] = (out._version, moments, args.block_m)
+    else:
+        moments = out       # never read (STATS off)
+    # a training forward also builds the weight gradient's tile lists of the plan, once per plan
+    lists = None
+    if stats and args.lists_shape:
+        lists = tile_lists.to_fill(args.present, *args.lists_shape)
+        args.lists_shape = None         # the plan has its lists from now on (the plan and these args go together)
     counter = launch.step_counter(features)
-    launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile, args.grid,
-               (features, weight, nbr, *args.plan, out, counter), *args.scalars, **args.constexprs)
+    if lists is None:
+        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile, args.grid,
+                   (features, weight, nbr, *args.plan, out, moments, nbr, nbr, nbr, counter), *args.scalars, 0, 0,
+                   **args.constexprs)
+    else:
+        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile,
+                   (args.grid[0] + args.gates[0], args.grid[1], 1),
+                   (features, weight, nbr, *args.plan, out, moments, args.present, *lists, counter), *args.scalars,
+                   *args.gates, **args.lists_constexprs)
     launch.record_steps("gather_mm", counter)
     return out
+
+
+def tile_stats(x: torch.Tensor):
+    """(stats, rows per tile) when ``x`` is a gather_mm output whose launch wrote its moments and
+    which nobody has written to since, else None; the entry is dropped (read once: a BatchNorm
+    takes it)."""
+    entry = _tile_stats.pop(x, None)
+    if entry is None or entry[0] != x._version:
+        return None
+    return entry[1], entry[2]
 
 
 def gather_mm_backprop_filter_one_group(features, grad, nbr):

@@ -171,8 +171,9 @@ ALIGNMENT = 16
 
 def aligned(t: torch.Tensor) -> torch.Tensor:
     """``t`` contiguous and 16-byte aligned (a copy for the rare view that starts elsewhere)."""
-    t = t.contiguous()
-    if is_fake(t) or t.data_ptr() % ALIGNMENT == 0:
+    if not t.is_contiguous():       # (asked first: contiguous() is a dispatcher call even when it is)
+        t = t.contiguous()
+    if isinstance(t, FakeTensor) or t.data_ptr() % ALIGNMENT == 0:
         return t
     return t.clone()
 
@@ -192,7 +193,7 @@ def run(kernel, name: str, dtype_name: str, tile_name: str, grid, tensors, *args
             raise AssertionError(f"{name}: unaligned operand")
     if empty:
         return
-    if tensors[0].device.type == "cpu" and not interpreting():
+    if tensors[0].is_cpu and not interpreting():     # (is_cpu: no device object made per launch)
         raise RuntimeError("mx_sparse: CPU tensors run the CUDA backend's Triton kernels only under Triton's "
                            "interpreter; set TRITON_INTERPRET=1 (or MXS_CUDA_ON_CPU=1) before importing triton")
     kernel[grid](*tensors, *args, **constexprs)

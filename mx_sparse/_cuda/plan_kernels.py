@@ -10,7 +10,9 @@ it only when a plan is first built).
                      ascending (what a stable sort of the absent flags gives)
   tile_lists_kernel: for gate g of the weight-gradient kernel (tile_lists.py): counts[g] = the
                      tiles in which one of its offsets first(g)..last(g) is present, and column
-                     g of lists those tiles ascending, then the others ascending
+                     g of lists those tiles ascending, then the others ascending (its body,
+                     gate_tile_list, also runs in a training forward's gather_mm launch:
+                     gather_kernels.py LISTS)
 
 Every value is an integer function of the map: the same on any device and in any order of work.
 """
@@ -99,8 +101,15 @@ def _gate_flags(present, t, live_t, g, kvol, cin, block_k, span, ALIGNED: tl.con
 @triton.jit(do_not_specialize=_SCALARS)
 def tile_lists_kernel(present, lists, counts, tiles, kvol, gates, cin, block_k, span,
                       ALIGNED: tl.constexpr, BLOCK_T: tl.constexpr):
-    # program: one gate; the lists table is [tiles, gates], the gate's column strided by gates
-    g = tl.program_id(0)
+    # program: one gate
+    gate_tile_list(present, lists, counts, tl.program_id(0), tiles, kvol, gates, cin, block_k, span, ALIGNED, BLOCK_T)
+
+
+@triton.jit
+def gate_tile_list(present, lists, counts, g, tiles, kvol, gates, cin, block_k, span,
+                   ALIGNED: tl.constexpr, BLOCK_T: tl.constexpr):
+    """counts[g] and column g of lists (also run by gather_mm_kernel's LISTS programs); the lists
+    table is [tiles, gates], the gate's column strided by gates."""
     stride = gates.to(tl.int64)
     # pass 1: how many tiles the gate is present in (where its absent tiles start)
     total = 0

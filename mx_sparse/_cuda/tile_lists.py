@@ -13,7 +13,9 @@ branch:
   counts int32 [G]      how many of them
 
 Built on the device by one Triton launch (plan_kernels.tile_lists_kernel: a program per gate, a
-count then a running count down the tiles; no host read) and cached per plan (weakly on its
+count then a running count down the tiles; no host read) -- or, in a training step, by extra
+programs of the forward gather_mm launch on the plan (``to_fill``; gather_kernels.py LISTS), so
+no launch of its own -- and cached per plan (weakly on its
 ``present`` tensor, which a rebuilt plan replaces), so a map shared by several layers builds
 its offset lists once. ``reference_build`` is the same table from torch operators (about a
 dozen per plan), what the kernel is tested against.
@@ -86,10 +88,27 @@ def reference_build(present: torch.Tensor, aligned: bool, kvol: int, cin: int, b
     return lists, counts
 
 
+def _key(aligned: bool, cin: int, block_k: int):
+    return ("offsets",) if aligned else ("pairs", cin, block_k)   # the aligned gates: the offsets alone
+
+
 def lists(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block_k: int):
-    """``build``, cached per plan and gate shape (the aligned gates are the offsets alone)."""
-    key = ("offsets",) if aligned else ("pairs", cin, block_k)
+    """``build``, cached per plan and gate shape."""
+    key = _key(aligned, cin, block_k)
     entries = _cache.setdefault(present, {})
     if key not in entries:
         entries[key] = build(present, aligned, kvol, cin, block_k)
     return entries[key]
+
+
+def to_fill(present: torch.Tensor, aligned: bool, kvol: int, cin: int, block_k: int):
+    """Uninitialised (lists, counts) of the plan, kept as its lists from now on, for a launch that
+    fills them before anything reads them (gather_mm_kernel's LISTS programs, launched next on
+    the stream the weight-gradient kernel later runs on); None where the plan has them already."""
+    key = _key(aligned, cin, block_k)
+    entries = _cache.setdefault(present, {})
+    if key in entries:
+        return None
+    g = gates(aligned, kvol, cin, block_k)
+    found = entries[key] = (present.new_empty((present.shape[0], g)), present.new_empty((g,)))
+    return found

@@ -66,3 +66,29 @@ def test_kernel_equals_the_torch_formulation(aligned, kvol, cin, block_k, densit
 def test_no_tiles():
     lists, counts = tile_lists.build(torch.zeros((0, 27), dtype=torch.int32), False, 27, 3, 16)
     assert lists.shape == (0, 6) and counts.tolist() == [0] * 6
+
+
+@pytest.mark.parametrize("cin, cout, fused", [(16, 32, True), (4, 36, False)], ids=["aligned", "generic"])
+def test_a_training_forward_gather_builds_the_lists_of_its_plan(cin, cout, fused):
+    """gather_mm with a weight that requires grad, aligned: its launch's LISTS programs fill the
+    plan's lists (no tile_lists launch), the kernel's whole table; generic (a first layer): one
+    tile_lists launch as before. The weight gradient then launches none and matches the CPU backend."""
+    from cuda_cases import TRITON_PRIMITIVES, assert_close_to, operands, references
+    from mx_sparse._cuda import launch, map_plan, tiles
+
+    def tile_list_launches():
+        return sum(n for (k, _, _), n in launch.launches.items() if k == "tile_lists")
+
+    features, weight, grad, nbr = operands(700, 300, 27, cin, cout, 1, torch.float32, seed=cin)
+    before = tile_list_launches()
+    TRITON_PRIMITIVES["_gather_mm_one_group"](features, weight.requires_grad_(), nbr)
+    plan = map_plan.plan(nbr, tiles.ROWS_PER_TILE, 300)
+    tile = tiles.filter_tile("fp32", 27, cin, cout)
+    kept = tile_lists.lists(plan.present, tile.aligned, 27, cin, tile.block_k)
+    assert tile_list_launches() == before + (0 if fused else 1)
+    built = tile_lists.build(plan.present, tile.aligned, 27, cin, tile.block_k)
+    assert torch.equal(kept[0], built[0]) and torch.equal(kept[1], built[1])
+    before = tile_list_launches()
+    dw = TRITON_PRIMITIVES["_gather_mm_backprop_filter_one_group"](features, grad, nbr)
+    assert tile_list_launches() == before
+    assert_close_to(dw, references(features, weight.detach(), grad, nbr, 1)[2], torch.float32, "dW")

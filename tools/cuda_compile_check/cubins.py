@@ -52,13 +52,15 @@ def configurations():
     import triton.language as tl
     acc_type = {"fp32": tl.float32, "fp64": tl.float64}
     ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout")}
-    for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ()),
+    from mx_sparse._cuda import tile_lists
+    for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ("gates", "span")),
                                  ("filter_splits_kernel", tiles.FILTER_TILES, ("gates", "splits"))):
         for dtype, tile in table:
             ptr = POINTER[dtype]
             if kernel == "gather_mm_kernel":
                 pointers = {"features": ptr, "weight": ptr, "nbr": "*i32", "order": "*i32", "counts": "*i32",
-                            "offsets": "*i32", "out": ptr, "counter": "*i64"}
+                            "offsets": "*i32", "out": ptr, "stats": "*fp64", "tile_present": "*i32", "lists": "*i32",
+                            "list_counts": "*i32", "counter": "*i64"}
             else:
                 pointers = {"features": ptr, "grad": ptr, "nbr": "*i32", "order": "*i32", "tile_lists": "*i32",
                             "tile_counts": "*i32", "partial": POINTER[ACC[dtype]], "dw": ptr, "tickets": "*i32",
@@ -71,6 +73,12 @@ def configurations():
                               "PRECISION": precision, "WIDEN": False, "ACC": acc_type[ACC[dtype]], "COUNT": False,
                               "ALIGNED": tile.aligned,
                               "CHANNELS_FIRST": tiles.channels_first(dtype, precision, tile)}
+                if kernel == "gather_mm_kernel":
+                    # the variant that writes the tile moments (all but the generic half tiles) and,
+                    # aligned, builds the tile lists (STATS=False is it without that epilogue, LISTS=False
+                    # without the list-building programs' branch), as gather_mm.py launches them
+                    constexprs.update(STATS=tile.aligned or dtype in ("fp32", "fp64"), LISTS=tile.aligned,
+                                      BLOCK_T=tile_lists.BLOCK_T)
                 if kernel == "filter_splits_kernel":
                     # the variant that adds the splits (SUM_SPLITS=False is it without that epilogue)
                     constexprs["SUM_SPLITS"] = True
@@ -127,7 +135,7 @@ def batch_norm_configurations():
                              {"x": ptr, "partial": f64, "y": ptr, "mean": f64, "invstd": f64, "scale": held,
                               "shift": held, "weight": param, "bias": param, "running_mean": param,
                               "running_var": param},
-                             {**ints, **{s: "i32" for s in ("nblocks", "block_rows", "momentum_hi", "momentum_lo",
+                             {**ints, **{s: "i32" for s in ("nblocks", "stat_rows", "block_rows", "momentum_hi", "momentum_lo",
                                                              "eps_hi", "eps_lo")}},
                              {**T, "BATCH_STATS": batch_stats, **present, **tiles, "CHUNK_B": bn.CHUNK_B})
                 yield config("backward_dx_kernel", name, mode,
@@ -197,6 +205,7 @@ def load_widths(ptx: str) -> dict:
 
 
 _FMA = re.compile(r"\bfma\.rn(?:\.ftz)?\.f(?:32|64)\b")
+_FMA32 = re.compile(r"\bfma\.rn(?:\.ftz)?\.f32\b")
 # Tensor-core instructions: Hopper's warpgroup MMA and the warp-level mma.sync (Ampere and later;
 # fp64's DMMA too), and every asynchronous global-to-shared copy (the pipelined loads)
 _WGMMA = re.compile(r"\bwgmma\.mma_async\b")
@@ -223,7 +232,7 @@ def compile_one(kernels, kernel, signature, constexprs, options, arch):
         raise RuntimeError(f"{kernel}: no ptxas resource report in the compile log:\n{text}")
     return {"registers": int(regs.group(1)), "spill_stores": int(spills.group(1)),
             "spill_loads": int(spills.group(2)), "shared": compiled.metadata.shared,
-            "cubin_bytes": len(compiled.asm["cubin"]), "fma": len(_FMA.findall(compiled.asm["ptx"])),
+            "cubin_bytes": len(compiled.asm["cubin"]), "fma": len(_FMA.findall(compiled.asm["ptx"])), "fma_f32": len(_FMA32.findall(compiled.asm["ptx"])),
             "wgmma": len(_WGMMA.findall(compiled.asm["ptx"])), "mma": len(_MMA.findall(compiled.asm["ptx"])),
             "cp_async": len(_CP_ASYNC_ANY.findall(compiled.asm["ptx"])),
             **load_widths(compiled.asm["ptx"])}
@@ -295,8 +304,11 @@ def _gemm_problems(r, name):
     tensor_cores = r["dtype"] in ("fp16", "bf16") or r["precision"] == "tf32"
     if tensor_cores and not (r.get("wgmma", 0) or r.get("mma", 0)):
         found.append(f"{name}: no tensor-core instruction in a {r['dtype']}/{r['precision']} configuration")
-    if tensor_cores and r.get("fma", 0):
-        found.append(f"{name}: {r['fma']} FMA in a tensor-core configuration")
+    # float32 FMAs: the dot's arithmetic where it ran on CUDA cores (the float64 ones of the
+    # gather's tile-moments epilogue, STATS, are not the dot)
+    dot_fma = r.get("fma_f32", r.get("fma", 0))
+    if tensor_cores and dot_fma:
+        found.append(f"{name}: {dot_fma} float32 FMA in a tensor-core configuration")
     if r["dtype"] == "fp32" and r["precision"] == "ieee" and (r.get("wgmma", 0) or r.get("mma", 0)):
         found.append(f"{name}: tensor-core instructions under fp32 IEEE")
     if r.get("channels_first") and r["arch"] == "sm_90" and not r.get("wgmma", 0):
