@@ -38,9 +38,9 @@ Within 1e-6 relative of the CPU kernels, not their bits, and bit for bit from ru
 from typing import NamedTuple, Optional
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from . import voxel_keys
+from .._core.weak_id_map import WeakIdMap
 
 
 def compute_dtype(dtype):
@@ -87,9 +87,9 @@ class _Twins(NamedTuple):
     shift64: torch.Tensor
 
 
-# float64 mean returned by forward -> _Twins (weakly, by identity: an entry goes with its mean,
-# i.e. with the autograd node that saved it)
-_FORWARD_TWINS = WeakIdKeyDictionary()
+# float64 mean returned by forward -> _Twins (by identity; an entry goes with its mean, i.e. with
+# the autograd node that saved it)
+_FORWARD_TWINS = WeakIdMap()
 
 
 def _versions(mean64, shift):
@@ -144,9 +144,8 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     y = _pre_relu(x, scale, shift).relu_()
     # one [3, C] float64 block (one stack, one cast): mean and invstd for the contract, shift for
     # the backward's gate
-    mean64, invstd64, shift64 = torch.stack([mean, invstd, shift]).double()
-    if not torch.compiler.is_compiling():
-        _FORWARD_TWINS[mean64] = _Twins(invstd64, shift, _versions(mean64, shift), mean, invstd, shift64)
+    mean64, invstd64, shift64 = torch.stack([mean, invstd, shift]).double().unbind()
+    _FORWARD_TWINS[mean64] = _Twins(invstd64, shift, _versions(mean64, shift), mean, invstd, shift64)
     return _held(y, input.dtype), mean64, invstd64, scale, shift
 
 
