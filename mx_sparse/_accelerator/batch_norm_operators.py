@@ -39,7 +39,6 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from . import voxel_keys
 from .._core.weak_id_map import WeakIdMap
 
 
@@ -70,9 +69,22 @@ def _relu_gate(grad, x, scale, shift, shift64=None):
         pre = torch.mul(x, scale).add_(shift)
     else:
         pre = torch.addcmul(shift.double() if shift64 is None else shift64, x, scale)
-    zero = voxel_keys.constant(("zero", grad.dtype), grad.device,
-                               lambda dev: torch.zeros((), dtype=grad.dtype, device=dev))
-    return torch.where(pre > 0, grad, zero)   # zero a tensor: a Python 0 costs one more operator
+    return torch.where(pre > 0, grad, _zero(grad))   # zero a tensor: a Python 0 costs one more operator
+
+
+# (dtype, device) -> a 0-dim zero, made once: these ops run on real tensors only (the fake
+# kernels are registered apart), so a plain dict (voxel_keys.constant, which also serves fake
+# traces, cost ~3 us a lookup)
+_ZEROS = {}
+
+
+def _zero(like):
+    key = (like.dtype, like.device)
+    zero = _ZEROS.get(key)
+    if zero is None:
+        with torch.inference_mode(False):   # usable outside inference_mode too
+            zero = _ZEROS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
+    return zero
 
 
 class _Twins(NamedTuple):

@@ -75,7 +75,7 @@ class _CountOps(TorchDispatchMode):
 def test_few_torch_operators_per_call():
     """float32 features with float32 parameters (the layer outside autocast): forward at most 7
     operators, the recompute 2, the backward at most 4; no host read (no .item(), no nonzero).
-    Counted on a second call: the first makes the small constants (a zero, [C] zeros and ones)
+    Counted on a second call: the first makes the small constant (the ReLU gate's zero)
     that every later call of the same shape reuses."""
     args = forward_case(100, 8, torch.float32, True, True, True, seed=9)
     run_all(OPERATORS_BN, args)
