@@ -9,10 +9,18 @@
 // symmetric map's transpose is nbr with offset k read as K-1-k, so
 // gather_mm(dy, W^T, nbr_t) = gather_mm(dy, reversed(W^T), nbr); any other map
 // is transposed inside backward and dropped after use. Calling the ops (not
-// kernels) in backward keeps double backward working.
+// kernels) in backward keeps double backward working. The transposed weight is
+// made contiguous here, in one operator (the device primitives read it densely):
+// a plain copy, or for a symmetric map one index_select with the offsets reversed.
 #include <torch/autograd.h>
 #include <torch/library.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/InferenceMode.h>
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
 
 namespace mxs {
 namespace {
@@ -64,11 +72,44 @@ at::Tensor transpose_grouped(const at::Tensor& w, int64_t groups) {
       .reshape_symint({k, cout_g, cin_g * groups});
 }
 
+// int64 [k] = k-1, ..., 1, 0 on `device`: made once per (k, device) and kept (a few bytes), so
+// that reversing the offsets of a weight is one operator (index_select) per backward call, not
+// two (an arange, or a flip whose output keeps the transposed layout, then a contiguous copy).
+at::Tensor reversed_offsets(int64_t k, const at::Device& device) {
+  static std::mutex mutex;
+  static std::map<std::pair<int64_t, std::string>, at::Tensor> made;
+  const std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& t = made[{k, device.str()}];
+  if (!t.defined()) {
+    // a plain tensor even when first made inside inference_mode (double backward saves the index)
+    const c10::InferenceMode not_inference(false);
+    at::AutoDispatchBelowADInplaceOrView guard;
+    t = at::arange(k - 1, -1, -1, at::TensorOptions().dtype(at::kLong).device(device));
+  }
+  return t;
+}
+
+// A tensor that is only traced (torch.compile's fake and functional tensors carry the Python key,
+// functionalisation its own) must not meet a cached real tensor: it takes flip + contiguous.
+bool traced(const at::Tensor& t) {
+  const auto keys = t.key_set();
+  return keys.has(c10::DispatchKey::Python) || keys.has(c10::DispatchKey::Functionalize) ||
+         t.sym_size(0).is_symbolic();
+}
+
+// w^T with offset k read as K-1-k, contiguous.
+at::Tensor reversed_contiguous(const at::Tensor& wt) {
+  if (traced(wt)) return wt.flip(0).contiguous();
+  return at::index_select(wt, 0, reversed_offsets(wt.size(0), wt.device()));
+}
+
 // sum_k g[nbr_t[i, k]] @ w[k]^T for the num_rows input rows i: the input
 // gradient of gather_mm(., w, nbr, nbr_t).
 at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPair& maps, const c10::SymInt& num_rows,
                           int64_t groups) {
-  const at::Tensor wt = transpose_grouped(w, groups);
+  if (maps.symmetric && !maps.nbr_t.has_value())
+    return call_gather_mm(g, reversed_contiguous(transpose_grouped(w, groups)), maps.nbr, std::nullopt, groups, true);
+  const at::Tensor wt = transpose_grouped(w, groups).contiguous();
   if (maps.nbr_t.has_value()) {
     // the forward does not read nbr_t (callers without autograd pass any map there); here its
     // rows are the input gradient's
@@ -77,7 +118,6 @@ at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPai
                       maps.nbr_t->sym_size(0));
     return call_gather_mm(g, wt, *maps.nbr_t, maps.nbr, groups, false);
   }
-  if (maps.symmetric) return call_gather_mm(g, wt.flip(0), maps.nbr, std::nullopt, groups, true);
   return call_gather_mm(g, wt, call_transpose_map(maps.nbr, num_rows), maps.nbr, groups, false);
 }
 

@@ -11,13 +11,18 @@ output that is not used: one more pass over the features on the device, for 11 f
 operators a call:
 
   forward           7 operators: native_batch_norm (mean, invstd and the running blend with the
-                    unbiased variance), scale and shift ([C]), one addcmul + relu_ for y, mean
-                    and invstd widened to the contract's float64 (the rows of one [2, C] tensor)
+                    unbiased variance), scale and shift ([C]), one addcmul + relu_ for y, mean,
+                    invstd and shift widened to float64 (the rows of one [3, C] tensor: one
+                    stack, one cast; mean and invstd are the contract's float64 outputs, the
+                    shift row is the backward's ReLU gate)
   scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
-  backward          9 operators: the ReLU mask (shift widened, one float64 addcmul, > 0, where),
-                    mean and invstd narrowed (one cast of the forward's [2, C] tensor), xhat (sub,
-                    mul), gamma * invstd, native_batch_norm_backward over xhat (dx, dgamma,
-                    dbeta)
+  backward          4 operators: the ReLU mask (one float64 addcmul, > 0, where), then
+                    native_batch_norm_backward over x with the forward's own mean and invstd
+                    (dx, dgamma, dbeta)
+
+The backward finds the forward's float32 mean and invstd and the float64 shift through the
+float64 mean it gets (``_FORWARD_TWINS``: by identity, with version counters, so a tensor changed
+in place or another caller's tensors take the casts instead, 3 operators more).
 
 Everything else (a mixture of dtypes, a momentum outside [0, 1], running statistics of a one-row
 batch, no channels, running statistics instead of batch statistics in the backward) takes the
@@ -30,9 +35,11 @@ kernels' exact decision at the boundary (a one-row batch: x * scale == -shift). 
 Within 1e-6 relative of the CPU kernels, not their bits, and bit for bit from run to run
 (tests/accelerator/test_batch_norm_operators.py, the NPU path's training step and fuzz).
 """
+from typing import NamedTuple, Optional
+
 import torch
 
-from . import voxel_keys
+from .._core.weak_id_map import WeakIdMap
 
 
 def compute_dtype(dtype):
@@ -51,19 +58,63 @@ def _pre_relu(x, scale, shift):
     return torch.addcmul(shift, x, scale)
 
 
-def _relu_gate(grad, x, scale, shift):
+def _relu_gate(grad, x, scale, shift, shift64=None):
     """grad where x * scale + shift > 0 as the CPU kernels decide it, else 0: for float32 the
-    exact product plus one rounding (one float64 addcmul: shift widened, x and scale promoted, so
-    whether it fuses the multiply-add does not matter), for float64 two roundings (a product, then
-    a sum: no fused multiply-add). At the boundary (a one-row batch: x * scale == -shift) one more
-    or one less rounding would flip the gradient of a whole channel."""
+    exact product plus one rounding (one float64 addcmul: shift widened -- ``shift64`` when the
+    forward made it --, x and scale promoted, so whether it fuses the multiply-add does not
+    matter), for float64 two roundings (a product, then a sum: no fused multiply-add). At the
+    boundary (a one-row batch: x * scale == -shift) one more or one less rounding would flip the
+    gradient of a whole channel."""
     if x.dtype == torch.float64:
         pre = torch.mul(x, scale).add_(shift)
     else:
-        pre = torch.addcmul(shift.double(), x, scale)
-    zero = voxel_keys.constant(("zero", grad.dtype), grad.device,
-                               lambda dev: torch.zeros((), dtype=grad.dtype, device=dev))
-    return torch.where(pre > 0, grad, zero)   # zero a tensor: a Python 0 costs one more operator
+        pre = torch.addcmul(shift.double() if shift64 is None else shift64, x, scale)
+    return torch.where(pre > 0, grad, _zero(grad))   # zero a tensor: a Python 0 costs one more operator
+
+
+# (dtype, device) -> a 0-dim zero, made once: these ops run on real tensors only (the fake
+# kernels are registered apart), so a plain dict will do (voxel_keys.constant also serves fake
+# traces: a device object and a dispatch-mode query per lookup)
+_ZEROS = {}
+
+
+def _zero(like):
+    key = (like.dtype, like.device)
+    zero = _ZEROS.get(key)
+    if zero is None:
+        with torch.inference_mode(False):   # usable outside inference_mode too
+            zero = _ZEROS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
+    return zero
+
+
+class _Twins(NamedTuple):
+    """What the forward of the common case made beside its outputs, for the backward: the float64
+    invstd and the shift it returned (identity checks) with their versions then, and the same
+    values in other dtypes (no cast needed in the backward)."""
+    invstd64: torch.Tensor
+    shift: torch.Tensor
+    versions: tuple
+    mean: torch.Tensor       # the features' compute dtype, native_batch_norm's own
+    invstd: torch.Tensor
+    shift64: torch.Tensor
+
+
+# float64 mean returned by forward -> _Twins (by identity; an entry goes with its mean, i.e. with
+# the autograd node that saved it)
+_FORWARD_TWINS = WeakIdMap()
+
+
+def _versions(mean64, shift):
+    return mean64._version, shift._version   # invstd64 is a row of mean64's block: the same counter
+
+
+def _twins_of(mean64, invstd64, shift) -> Optional[_Twins]:
+    """The forward's _Twins if mean64, invstd64 and shift are the tensors it returned, unchanged."""
+    twins = _FORWARD_TWINS.get(mean64)
+    if twins is None or twins.invstd64 is not invstd64 or twins.shift is not shift \
+            or twins.versions != _versions(mean64, shift):
+        return None
+    return twins
 
 
 # ---------------------------------------------------------------- forward
@@ -103,27 +154,11 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     mean, invstd = _batch_statistics(x, running_mean, running_var, momentum, eps)
     scale, shift = _scale_shift(mean, invstd, weight, bias)
     y = _pre_relu(x, scale, shift).relu_()
-    mean64, invstd64 = _widened_pair(mean, invstd)
+    # one [3, C] float64 block (one stack, one cast): mean and invstd for the contract, shift for
+    # the backward's gate
+    mean64, invstd64, shift64 = torch.stack([mean, invstd, shift]).double().unbind()
+    _FORWARD_TWINS[mean64] = _Twins(invstd64, shift, _versions(mean64, shift), mean, invstd, shift64)
     return _held(y, input.dtype), mean64, invstd64, scale, shift
-
-
-def _widened_pair(mean, invstd):
-    """mean and invstd in float64 as the two rows of one [2, C] tensor (one stack, one cast): the
-    backward then narrows both with one cast (_narrowed_pair)."""
-    pair = torch.stack([mean, invstd]).double()
-    return pair[0], pair[1]
-
-
-def _narrowed_pair(mean, invstd, dtype):
-    """(mean, invstd) in ``dtype``: one cast where they are the adjacent rows of one float64 block
-    (the forward's _widened_pair; a layout fact, read from the tensors' metadata), else one each."""
-    c = mean.shape[0]
-    if (mean.dtype == invstd.dtype and mean.dim() == 1 and invstd.dim() == 1 and mean.is_contiguous()
-            and invstd.is_contiguous() and invstd.storage_offset() == mean.storage_offset() + c
-            and mean.untyped_storage().data_ptr() == invstd.untyped_storage().data_ptr()):
-        pair = _held(mean.as_strided((2, c), (c, 1)), dtype)
-        return pair[0], pair[1]
-    return _held(mean, dtype), _held(invstd, dtype)
 
 
 def scale_shift_relu(input, scale, shift):
@@ -135,25 +170,24 @@ def scale_shift_relu(input, scale, shift):
 # ---------------------------------------------------------------- backward
 
 def backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
-    """g = grad where the ReLU passed, xhat = (x - mean) * invstd; with batch statistics dbeta =
-    sum g, dgamma = sum g * xhat, dx = gamma * invstd * (g - (dbeta + xhat * dgamma) / n) by one
-    native_batch_norm_backward over xhat (its mean 0, its invstd 1, its weight gamma * invstd):
-    the products and sums the contract names, so a non-finite mean or invstd spreads into the
-    same outputs as on the CPU. dgamma and dbeta in the wider of the features' and the weight's
-    dtype."""
+    """g = grad where the ReLU passed; with batch statistics dbeta = sum g, dgamma = sum g * xhat,
+    dx = gamma * invstd * (g - (dbeta + xhat * dgamma) / n), xhat = (x - mean) * invstd: one
+    native_batch_norm_backward over x with the mean and invstd in the compute dtype (the
+    forward's own, else the float64 ones cast: the same values), which forms these products and
+    sums per channel. dgamma and dbeta in the wider of the features' and the weight's dtype."""
     held = compute_dtype(input.dtype)
     x, dy = _held(input, held), _held(grad, held)
     n, c = x.shape
     if not (batch_stats and n * c > 0 and _all_of(held, weight, scale, shift)):
         return _general_backward(grad, input, mean, invstd, weight, scale, shift, batch_stats)
-    g = _relu_gate(dy, x, scale, shift)
-    mu, inv = _narrowed_pair(mean, invstd, held)
-    xhat = (x - mu).mul_(inv)
-    zeros, ones = (voxel_keys.constant(("bn", value, c, held), x.device,
-                                       lambda dev, v=value: torch.full((c,), v, dtype=held, device=dev))
-                   for value in (0.0, 1.0))
+    twins = _twins_of(mean, invstd, shift)
+    if twins is not None and twins.mean.dtype == held:
+        mu, inv, shift64 = twins.mean, twins.invstd, twins.shift64
+    else:
+        mu, inv, shift64 = _held(mean, held), _held(invstd, held), None
+    g = _relu_gate(dy, x, scale, shift, shift64)
     dx, dgamma, dbeta = torch.ops.aten.native_batch_norm_backward(
-        g, xhat, inv if weight is None else inv * weight, None, None, zeros, ones, True, 0.0, [True, True, True])
+        g, x, weight, None, None, mu, inv, True, 0.0, [True, True, True])
     channel_dtype = input.dtype if weight is None else weight.dtype
     return _held(dx, input.dtype), _held(dgamma, channel_dtype), _held(dbeta, channel_dtype)
 

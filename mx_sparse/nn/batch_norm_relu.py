@@ -20,15 +20,16 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils.weak import WeakIdKeyDictionary
 
 from .._core.op_registration import has_kernel, ops
+from .._core.weak_id_map import WeakIdMap
 from .compile_support import is_compiling
 
 # How to recompute each fused output, keyed by the output tensor (weakly, by identity: an
-# entry goes with its tensor). Not an attribute of the tensor: attributes travel with it into
-# pickles and torch.save files, which torch.load(weights_only=True) then rejects.
-_RECIPES = WeakIdKeyDictionary()
+# entry goes with its tensor; a WeakIdMap: one lookup per tensor a convolution saves). Not an
+# attribute of the tensor: attributes travel with it into pickles and torch.save files, which
+# torch.load(weights_only=True) then rejects.
+_RECIPES = WeakIdMap()
 _FUSED_DTYPES = (torch.float32, torch.float64, torch.bfloat16)          # the C++ CPU kernels
 _ACCELERATOR_DTYPES = _FUSED_DTYPES + (torch.float16,)                 # CUDA, NPU
 
@@ -91,22 +92,35 @@ def can_fuse(bn: nn.Module, relu: nn.Module, features: torch.Tensor) -> bool:
     return _dtypes_fit(features, tensors)
 
 
+def _tensors_of(bn: nn.BatchNorm1d):
+    """(running_mean, running_var, num_batches_tracked, weight, bias): from the module's dicts for
+    a plain BatchNorm1d (nn.Module.__getattr__ per tensor was ~1 % of an accelerator step's host
+    time), through the attributes for a subclass (which may define them otherwise)."""
+    if type(bn) is nn.BatchNorm1d:
+        buffers, params = bn._buffers, bn._parameters
+        return (buffers.get("running_mean"), buffers.get("running_var"), buffers.get("num_batches_tracked"),
+                params.get("weight"), params.get("bias"))
+    return bn.running_mean, bn.running_var, bn.num_batches_tracked, bn.weight, bn.bias
+
+
 def batch_norm_relu(x: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
     """``relu(bn(x))`` for ``x [N, C]``, updating ``bn``'s running statistics as ``bn(x)`` would
     (torch's rules: batch statistics in training or without running statistics; the batch
     counter; ``momentum=None`` is the cumulative average)."""
-    batch_stats = bn.training or (bn.running_mean is None and bn.running_var is None)
-    if batch_stats and bn.training and x.shape[0] < 2:
+    running_mean, running_var, batches, weight, bias = _tensors_of(bn)
+    training = bn.training
+    batch_stats = training or (running_mean is None and running_var is None)
+    if batch_stats and training and x.shape[0] < 2:
         raise ValueError(f"input: BatchNorm1d in training mode needs more than 1 value per channel, "
                          f"got input of shape {list(x.shape)}")
     momentum = bn.momentum if bn.momentum is not None else 0.0
-    if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
-        bn.num_batches_tracked.add_(1)
+    if training and bn.track_running_stats and batches is not None:
+        batches.add_(1)   # as torch's BatchNorm: the counter a user reads (state_dict) counts this batch
         if bn.momentum is None:
-            momentum = 1.0 / float(bn.num_batches_tracked)
-    use_running = not bn.training or bn.track_running_stats
-    running = (bn.running_mean, bn.running_var) if use_running else (None, None)
-    gamma, beta = (bn.weight, bn.bias) if bn.affine else (None, None)
+            momentum = 1.0 / float(batches)
+    use_running = not training or bn.track_running_stats
+    running = (running_mean, running_var) if use_running else (None, None)
+    gamma, beta = (weight, bias) if bn.affine else (None, None)
     if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in (x, gamma, beta)):
         # nothing to differentiate (inference_mode, no_grad, frozen layers): the kernel alone, without a
         # graph node or a recipe (no backward will recompute y; inference tensors have no version counter)
