@@ -45,8 +45,11 @@ def indices_checked(indices: torch.Tensor, shape: Sequence[int], batch_size: int
     if entry is None or entry[0] != _version(indices):
         return False
     _, known_shape, known_batch = entry
-    return (known_batch <= batch_size and len(known_shape) == len(shape)
-            and all(k <= s for k, s in zip(known_shape, shape)))
+    try:
+        return (known_batch <= batch_size and len(known_shape) == len(shape)
+                and all(k <= s for k, s in zip(known_shape, shape)))
+    except TypeError:   # a malformed shape or batch size: not vouched for; the builder's checks name it
+        return False
 
 
 class _Built:
