@@ -32,7 +32,12 @@ def new_weight(shape) -> torch.Tensor:
 
 
 def needs_autograd(*tensors: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:   # (a loop, not any() over a generator: called by every layer)
+        if t.requires_grad:
+            return True
+    return False
 
 
 class SparseConvolution(LayoutAware, SparseModule):
