@@ -39,10 +39,14 @@ def grid(spatial_shape: Sequence[int], batch_size: int) -> List[int]:
 def per_axis(name: str, values: Sequence[int], ndim: int, minimum: int) -> List[int]:
     """``ndim`` values, each in [minimum, 2^31 - 1] (fill_axis_arg)."""
     values = list(values)
-    if any(isinstance(v, int) and not -INT64_MAX - 1 <= v <= INT64_MAX for v in values):
-        # beyond int64 the call into C++ cannot take the value at all (pybind: TypeError)
-        raise ValueError(f"{name}: expected every value in [{minimum}, 2^31 - 1], got {values}")
-    return _cc.per_axis(name, values, ndim, minimum)
+    try:
+        return _cc.per_axis(name, values, ndim, minimum)
+    except TypeError:
+        # beyond int64 the call into C++ cannot take the value at all (pybind: TypeError); looked
+        # for only then, so that the usual call pays for no pass over the values in Python
+        if any(isinstance(v, int) and not -INT64_MAX - 1 <= v <= INT64_MAX for v in values):
+            raise ValueError(f"{name}: expected every value in [{minimum}, 2^31 - 1], got {values}") from None
+        raise
 
 
 @_constant_under_compile
@@ -256,6 +260,9 @@ def index_error(indices: torch.Tensor, spatial_shape, batch_size: int, bad_row: 
     """Raises the map builders' ValueError for ``bad_row`` (a row outside the grid) or else
     ``dup_row`` (the later row of a duplicate voxel); a row >= N means none. Reads that row.
     ``name`` / ``grid_name``: the arguments holding the rows and their grid, for the message."""
+    n, bad_row, dup_row = indices.shape[0], int(bad_row), int(dup_row)
+    if not 0 <= bad_row < n and not 0 <= dup_row < n:
+        return   # nothing to raise (what the C++ check concludes too), without the call into it
     _cc.index_error(indices, list(spatial_shape), int(batch_size), int(bad_row), int(dup_row), name, grid_name)
 
 

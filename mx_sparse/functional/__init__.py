@@ -1,4 +1,6 @@
 """Functional form of the operators: thin, documented calls of ``torch.ops.mx_sparse``.
+Each calls the op's one overload (``.default``) directly: the same kernel as the packet
+``torch.ops.mx_sparse.<op>``, without the packet's overload resolution per call.
 
 Neighbor map: ``nbr[M, K]`` int32; ``nbr[m, k]`` is the input row that weight
 slice ``W[k]`` multiplies for output row ``m``, or -1. ``k`` runs over the kernel
@@ -18,7 +20,7 @@ def build_subm_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_si
                    kernel_size: Sequence[int], dilation: Sequence[int]) -> torch.Tensor:
     """Submanifold map ``[N, K]``: output row i is input row i; ``nbr[i, k]`` is the input at
     ``coord_i + (kernel_pos(k) - kernel_size // 2) * dilation``."""
-    return ops.build_subm_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(dilation))
+    return ops.build_subm_map.default(indices, list(spatial_shape), batch_size, list(kernel_size), list(dilation))
 
 
 def build_conv_map(indices: torch.Tensor, spatial_shape: Sequence[int], batch_size: int,
@@ -40,11 +42,11 @@ def build_conv_map_and_shape(indices: torch.Tensor, spatial_shape: Sequence[int]
                              ) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
     """``build_conv_map``'s ``(out_indices, nbr)`` and the output spatial shape the builder used."""
     if pads_end is None:
-        out = ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
-                                 list(padding), list(dilation))
+        out = ops.build_conv_map.default(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                                         list(padding), list(dilation))
     else:
-        out = ops.build_conv_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
-                                 list(padding), list(dilation), list(pads_end))
+        out = ops.build_conv_map.default(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
+                                         list(padding), list(dilation), list(pads_end))
     return out[0], out[1], list(out[2])
 
 
@@ -66,8 +68,9 @@ def build_conv_transpose_map_and_shape(indices: torch.Tensor, spatial_shape: Seq
                                        pads_end: Sequence[int], dilation: Sequence[int],
                                        output_padding: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor, List[int]]:
     """``build_conv_transpose_map``'s ``(out_indices, nbr)`` and the output spatial shape the builder used."""
-    out = ops.build_conv_transpose_map(indices, list(spatial_shape), batch_size, list(kernel_size), list(stride),
-                                       list(pads_begin), list(pads_end), list(dilation), list(output_padding))
+    out = ops.build_conv_transpose_map.default(indices, list(spatial_shape), batch_size, list(kernel_size),
+                                               list(stride), list(pads_begin), list(pads_end), list(dilation),
+                                               list(output_padding))
     return out[0], out[1], list(out[2])
 
 
@@ -83,8 +86,8 @@ def build_conv_map_at(indices: torch.Tensor, out_indices: torch.Tensor, spatial_
     window meets the input grid: ``(s - 1 + pads_begin) // stride + 1`` cells per axis (strided),
     ``(s - 1)*stride - pads_begin + dilation*(k - 1) + 1`` (transposed)."""
     shape = None if out_spatial_shape is None else list(out_spatial_shape)
-    return ops.build_conv_map_at(indices, out_indices, list(spatial_shape), batch_size, list(kernel_size),
-                                 list(stride), list(pads_begin), list(dilation), bool(transposed), shape)
+    return ops.build_conv_map_at.default(indices, out_indices, list(spatial_shape), batch_size, list(kernel_size),
+                                         list(stride), list(pads_begin), list(dilation), bool(transposed), shape)
 
 
 def conv_output_shape(spatial_shape: Sequence[int], batch_size: int, kernel_size: Sequence[int],
@@ -106,7 +109,7 @@ def conv_transpose_output_shape(spatial_shape: Sequence[int], batch_size: int, k
 
 def transpose_map(nbr: torch.Tensor, num_rows: int) -> torch.Tensor:
     """``nbr_t[num_rows, K]`` with ``nbr_t[i, k] = m`` wherever ``nbr[m, k] = i``."""
-    return ops.transpose_map(nbr, num_rows)
+    return ops.transpose_map.default(nbr, num_rows)
 
 
 def gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor, nbr_t: Optional[torch.Tensor],
@@ -115,10 +118,10 @@ def gather_mm(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor, n
     ``features`` and ``weight``. The input gradient uses ``nbr_t``; with ``None`` it is derived
     in backward: from ``nbr`` itself when ``symmetric`` (its transpose is ``nbr.flip(1)``, as for
     the submanifold map of an odd kernel), else with ``transpose_map`` (dropped after use)."""
-    return ops.gather_mm(features, weight, nbr, nbr_t, groups, symmetric)
+    return ops.gather_mm.default(features, weight, nbr, nbr_t, groups, symmetric)
 
 
 def gather_mm_backprop_filter(features: torch.Tensor, grad: torch.Tensor, nbr: torch.Tensor,
                               nbr_t: Optional[torch.Tensor], groups: int = 1, symmetric: bool = False) -> torch.Tensor:
     """Weight gradient ``dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]``, shape ``[K, Cin/groups, Cout]``."""
-    return ops.gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric)
+    return ops.gather_mm_backprop_filter.default(features, grad, nbr, nbr_t, groups, symmetric)

@@ -16,6 +16,7 @@ from . import validation
 from .indice_data import IndiceData, build_conv_data, build_conv_transpose_data, build_subm_data, same_voxels
 from .layouts import LayoutAware, scale_output_channels
 from .modules import SparseModule
+from .packed_map import any_held_dense
 from .saved_tensors import compact_saved_tensors
 from .sparse_tensor import SparseConvTensor
 from .weight_init import INITIALIZERS
@@ -31,7 +32,12 @@ def new_weight(shape) -> torch.Tensor:
 
 
 def needs_autograd(*tensors: torch.Tensor) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:   # (a loop, not any() over a generator: called by every layer)
+        if t.requires_grad:
+            return True
+    return False
 
 
 class SparseConvolution(LayoutAware, SparseModule):
@@ -124,30 +130,34 @@ class SparseConvolution(LayoutAware, SparseModule):
         by the number of contributions, as Open3D-ML defines them (mx_sparse/functional/importance.py)."""
         self._check_input(x)
         data = self._indice_data(x, out_indices)
-        weight = self.gemm_weight().to(x.features.dtype)
+        x_features = x.features
+        weight = self.gemm_weight()
+        if weight.dtype != x_features.dtype:   # (.to of the same dtype returns the weight itself)
+            weight = weight.to(x_features.dtype)
         if self.inverse:
             nbr, nbr_t, out_indices, out_shape = data.nbr_t, data.nbr, data.in_indices, data.in_spatial_shape
         else:
             nbr, out_indices, out_shape = data.nbr, data.out_indices, data.out_spatial_shape
             # The forward never reads nbr_t; it is there for the input gradient, which derives
             # it when not cached (None). Without autograd (inference) nbr stands in for it.
-            nbr_t = data.gradient_map() if needs_autograd(x.features, weight) else nbr
+            nbr_t = data.gradient_map() if needs_autograd(x_features, weight) else nbr
+        weighted = (self.normalize is not False and importance.normalize_mode(self.normalize) != "none") or \
+            inp_importance is not None or out_importance is not None
         with compact_saved_tensors():
-            weighted = importance.normalize_mode(self.normalize) != "none" or inp_importance is not None or \
-                out_importance is not None
             if not weighted:
-                features = F.gather_mm(x.features, weight, nbr, nbr_t, self.groups, data.symmetric)
+                features = F.gather_mm(x_features, weight, nbr, nbr_t, self.groups, data.symmetric)
             else:
-                features = importance.weighted_gather_mm(x.features, weight, nbr, nbr_t, self.groups,
+                features = importance.weighted_gather_mm(x_features, weight, nbr, nbr_t, self.groups,
                                                          inp_importance=inp_importance, out_importance=out_importance,
                                                          normalize=self.normalize, symmetric=data.symmetric)
-        if self.bias is not None:
-            features = features + self.bias.to(features.dtype)
+        bias = self.bias
+        if bias is not None:
+            features = features + (bias if bias.dtype == features.dtype else bias.to(features.dtype))
         return x.derive(features, out_indices, out_shape)
 
     def gemm_weight(self) -> torch.Tensor:
         """The weight as the ops take it: ``[K, Cin/groups, Cout]``."""
-        return self.weight.reshape(self.kernel_volume, self.in_channels // self.groups, self.out_channels)
+        return self.weight.reshape(math.prod(self.kernel_size), self.in_channels // self.groups, self.out_channels)
 
     def _check_input(self, x):
         if not isinstance(x, SparseConvTensor):
@@ -155,20 +165,22 @@ class SparseConvolution(LayoutAware, SparseModule):
         if x.ndim != self.ndim:
             raise ValueError(f"input: expected a {self.ndim}D SparseConvTensor for {type(self).__name__}, got "
                              f"spatial_shape {x.spatial_shape}")
-        if x.features.shape[0] != x.indices.shape[0]:
+        shape = x.features.shape
+        if shape[0] != x.indices.shape[0]:
             # replace_feature accepts another row count (as spconv does); the indices must match by now
             raise ValueError(f"input.features: expected {x.indices.shape[0]} rows (one per row of indices), got "
                              f"{x.features.shape[0]}; after replace_feature with another row count, assign the "
                              f"matching indices before running a layer")
-        if x.features.shape[1] != self.in_channels:
+        if shape[1] != self.in_channels:
             raise ValueError(f"input.features: expected {self.in_channels} channels (in_channels), "
-                             f"got {x.features.shape[1]}")
+                             f"got {shape[1]}")
 
     def _indice_data(self, x, out_indices=None) -> IndiceData:
         data = self._find_or_build_data(x, out_indices)
-        if torch.is_grad_enabled():
+        if torch.is_grad_enabled() and any_held_dense():
             # a training step holds every map until its backward; those no layer is using
-            # now are held packed (packed_map.py)
+            # now are held packed (packed_map.py; where none is held dense, as always on CUDA
+            # and NPU, there is nothing to release)
             for other in x.indice_dict.values():
                 if other is not data:
                     other.release()

@@ -75,7 +75,7 @@ class SparseSequential(SparseModule):
         i = 0
         while i < len(modules):
             module = modules[i]
-            if is_sparse_module(module) or not isinstance(x, SparseConvTensor):
+            if isinstance(module, SparseModule) or not isinstance(x, SparseConvTensor):   # (is_sparse_module)
                 x = module(x)
             elif (self.fuse_bn_relu and i + 1 < len(modules) and can_fuse(module, modules[i + 1], x.features)):
                 x = x.replace_feature(batch_norm_relu(x.features, module))

@@ -63,7 +63,15 @@ def _packable(nbr: torch.Tensor) -> bool:
     # not traceable.
     if is_compiling():
         return False
-    return nbr.dtype == torch.int32 and nbr.dim() == 2 and nbr.shape[1] > 0 and _has_packing_kernels(nbr.device.type)
+    # the device first: where maps are never packed (CUDA, NPU) that answers alone
+    return _has_packing_kernels(nbr.device.type) and nbr.dtype == torch.int32 and nbr.dim() == 2 and nbr.shape[1] > 0
+
+
+def any_held_dense() -> bool:
+    """False when no HeldMap holds a packable map in its dense form: ``release()`` is then a no-op
+    for every map (always so where maps are not packed: CUDA, NPU), and callers may skip it.
+    True while compiling (the registry is not traceable; callers release as they would)."""
+    return is_compiling() or bool(_HOLDERS)
 
 
 class HeldMap:
@@ -117,6 +125,8 @@ class HeldMap:
 
 def packed_form(t: torch.Tensor) -> Optional[PackedMap]:
     """The packed form of ``t`` if it is the dense form of a live HeldMap, else None."""
+    if not _HOLDERS:   # no packable map is held dense (always so on CUDA / NPU): no lookup
+        return None
     ref = _HOLDERS.get(t)
     holder = ref() if ref is not None else None
     if holder is None or holder._dense is not t:

@@ -15,24 +15,28 @@ import torch
 
 from .batch_norm_relu import Recipe, recipe_of
 from .compile_support import is_compiling
-from .packed_map import PackedMap, packed_form
+from .packed_map import packed_form
 
 
 def _pack(t: torch.Tensor):
-    recipe = recipe_of(t)
-    if recipe is not None:
-        return recipe
-    packed = packed_form(t)
-    if packed is not None:
-        return packed
+    # A recipe is for a float tensor (a BatchNorm output), a packed form for an int32 map: one
+    # registry lookup per saved tensor, by its dtype, not two.
+    if t.is_floating_point():
+        recipe = recipe_of(t)
+        if recipe is not None:
+            return recipe
+    else:
+        packed = packed_form(t)
+        if packed is not None:
+            return packed
     return t, t._version
 
 
 def _unpack(saved):
-    if isinstance(saved, Recipe):
-        return saved.recompute()
-    if isinstance(saved, PackedMap):
-        return saved.unpack()
+    if type(saved) is not tuple:
+        if isinstance(saved, Recipe):
+            return saved.recompute()
+        return saved.unpack()   # a PackedMap
     t, version = saved
     if t._version != version:
         raise RuntimeError("mx_sparse: a tensor saved by a sparse convolution for backward was modified in place "
@@ -40,13 +44,18 @@ def _unpack(saved):
     return t
 
 
+# Both contexts hold no state of their own (entering pushes the two hooks, leaving pops them), so
+# one instance of each serves every call: a layer's call allocates no context object.
+_COMPACT = torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
+_NOTHING = contextlib.nullcontext()
+# The hooks on top of autograd's stack (None: none); torch's private function, looked up once.
+_top_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
 def compact_saved_tensors():
     """Context for a sparse convolution's op call, in grad mode. No-op when other saved-tensor
     hooks are active (torch.utils.checkpoint, offloading): they keep precedence, and under
     torch.compile (AOTAutograd decides what the compiled backward saves)."""
-    if not torch.is_grad_enabled() or is_compiling():
-        return contextlib.nullcontext()
-    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    if top is None or top(False) is not None:
-        return contextlib.nullcontext()
-    return torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
+    if not torch.is_grad_enabled() or is_compiling() or _top_hooks is None or _top_hooks(False) is not None:
+        return _NOTHING
+    return _COMPACT

@@ -46,6 +46,14 @@ def _integral_extent(s, value) -> int:
 
 
 def spatial_shape(value: Sequence[int]) -> list:
+    if type(value) in (list, tuple) and 1 <= len(value) <= MAX_SPATIAL_DIMS:
+        # the usual case (every layer's output shape): plain positive ints, taken as they are; any
+        # other value goes the general way below, which converts or names what is wrong
+        for s in value:
+            if type(s) is not int or s < 1:
+                break
+        else:
+            return list(value)
     if isinstance(value, torch.Tensor):
         value = value.tolist()
     try:
