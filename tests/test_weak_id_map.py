@@ -72,3 +72,18 @@ def test_never_found_for_a_reused_id():
         seen += 1
         del b
     assert len(m) == 0
+
+
+def test_setdefault_and_pop_follow_identity():
+    import torch
+    from mx_sparse._core.weak_id_map import WeakIdMap
+    table = WeakIdMap()
+    a, b = torch.zeros(2), torch.zeros(2)          # equal values, different objects
+    assert table.setdefault(a, {"k": 1}) == {"k": 1}
+    assert table.setdefault(a, {"k": 2}) == {"k": 1}   # the entry made first stays
+    assert table.pop(b, "none") == "none"          # another object: no entry to remove
+    assert a in table and b not in table
+    assert table.pop(a) == {"k": 1} and table.get(a) is None and len(table) == 0 and a not in table
+    table[b] = 3
+    table.clear()
+    assert b not in table and len(table) == 0

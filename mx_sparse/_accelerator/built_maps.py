@@ -21,10 +21,10 @@ import weakref
 from typing import Optional, Sequence
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
+from .._core.weak_id_map import WeakIdMap
 
-_checked_indices = WeakIdKeyDictionary()
-_built_maps = WeakIdKeyDictionary()
+_checked_indices = WeakIdMap()
+_built_maps = WeakIdMap()
 
 
 def _version(t: torch.Tensor) -> Optional[int]:
@@ -98,7 +98,7 @@ def keep_transpose(nbr: torch.Tensor, nbr_t: torch.Tensor) -> None:
 # and version), and the input row count of the map, if a builder made it. Lets unpack_map skip
 # its consistency checks (and their host read) for a packed form nobody has changed, and vouch
 # for the map it gives back as for the map that was packed.
-_packed_forms = WeakIdKeyDictionary()
+_packed_forms = WeakIdMap()
 
 
 def vouch_packed(nbr: torch.Tensor, mask: torch.Tensor, values: torch.Tensor, block_starts: torch.Tensor) -> None:

@@ -28,5 +28,28 @@ class WeakIdMap:
             return default
         return entry[1]
 
+    def setdefault(self, obj, default):
+        found = self.get(obj, _MISSING)
+        if found is _MISSING:
+            self[obj] = found = default
+        return found
+
+    def pop(self, obj, default=None):
+        """The value of ``obj``'s entry, removed; ``default`` where it has none."""
+        entry = self._entries.get(id(obj))
+        if entry is None or entry[0]() is not obj:
+            return default
+        del self._entries[id(obj)]
+        return entry[1]
+
+    def __contains__(self, obj) -> bool:
+        return self.get(obj, _MISSING) is not _MISSING
+
+    def clear(self) -> None:
+        self._entries.clear()
+
     def __len__(self) -> int:
         return len(self._entries)
+
+
+_MISSING = object()

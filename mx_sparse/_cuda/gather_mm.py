@@ -16,7 +16,7 @@ looping over the offsets present in it. Neither syncs with the host: a map entry
 [-1, rows) is reported by a device-side assertion (launch.check_map_rows), once per map.
 """
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
+from .._core.weak_id_map import WeakIdMap
 
 from . import launch, map_plan, tile_lists, tiles
 
@@ -82,7 +82,7 @@ class _Launch:
 
 
 # map tensor -> (its version, {shape key: _Launch}); weak, like the plans (map_plan.py)
-_launches = WeakIdKeyDictionary()
+_launches = WeakIdMap()
 
 
 def _prepared(features, weight, nbr, stats) -> _Launch:
@@ -103,7 +103,7 @@ def _prepared(features, weight, nbr, stats) -> _Launch:
 # launch wrote beside it. Weak (an entry goes with its tensor), by identity: the output reaches
 # the BatchNorm after it as the same tensor object (the conv -> BN -> ReLU of SparseSequential);
 # a write to it in place bumps its version and the moments no longer apply.
-_tile_stats = WeakIdKeyDictionary()
+_tile_stats = WeakIdMap()
 
 
 def _wants_stats(weight) -> bool:

@@ -35,7 +35,7 @@ count -- and not at all for a map an accelerator builder made (mx_sparse/_accele
 its entries are known to lie in [-1, rows)), which is every map of a training step.
 """
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
+from .._core.weak_id_map import WeakIdMap
 
 from .._accelerator import built_maps
 from . import launch
@@ -46,7 +46,7 @@ KEY_BITS = 63
 KEY_ROWS = 128
 MAX_OFFSET_BLOCK = 128
 
-_cache = WeakIdKeyDictionary()
+_cache = WeakIdMap()
 
 
 class MapPlan:

@@ -21,11 +21,11 @@ its offset lists once. ``reference_build`` is the same table from torch operator
 dozen per plan), what the kernel is tested against.
 """
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
+from .._core.weak_id_map import WeakIdMap
 
 from . import launch
 
-_cache = WeakIdKeyDictionary()
+_cache = WeakIdMap()
 # Tiles per step of the kernel's loop, and its warps (the compile check, cubins.py: 1024 tiles
 # spilled a few bytes on sm_80 with 4, 8 and 16 warps, 256 on sm_90 with 4; 512 with 4 none).
 BLOCK_T = 512

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
+from .._core.weak_id_map import WeakIdMap
 
 from .._core.op_registration import has_kernel, ops
 from .compile_support import is_compiling
@@ -30,7 +30,7 @@ from .compile_support import is_compiling
 # The HeldMap of each dense map it hands out, keyed by the tensor (weakly, by identity), held
 # through a weak reference: a strong one would keep the map alive through its holder (map ->
 # holder -> map). Not an attribute of the tensor, which would travel into pickles.
-_HOLDERS = WeakIdKeyDictionary()
+_HOLDERS = WeakIdMap()
 
 @dataclass(frozen=True)
 class PackedMap:
