@@ -229,13 +229,20 @@ class EmulatedMapPrimitives:
 
 def _run_orchestration(builder, primitives, *args):
     """mx_sparse's accelerator map builder (the code NPU tensors run) with the emulated kernels
-    as its primitives."""
+    as its primitives: the builder's C++ stages call the primitives through the dispatcher
+    (kernels/orchestration/map_primitives.h), so a dispatch mode hands those three calls to
+    ``primitives`` and lets every other operator run as it is."""
+    from torch.utils._python_dispatch import TorchDispatchMode
     from mx_sparse._accelerator import neighbor_map
-    saved, neighbor_map.primitives = neighbor_map.primitives, primitives
-    try:
+    names = ("_sorted_key_lookup", "_conv_out_keys", "_unique_sorted_keys")
+    routed = {getattr(torch.ops.mx_sparse, name).default: getattr(primitives, name) for name in names}
+
+    class EmulatedPrimitives(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return routed.get(func, func)(*args, **(kwargs or {}))
+
+    with EmulatedPrimitives():
         return getattr(neighbor_map, builder)(*args)
-    finally:
-        neighbor_map.primitives = saved
 
 
 def subm_map(binary, indices, spatial_shape, batch_size, kernel_size, workdir, env, dilation=None):
