@@ -38,6 +38,8 @@ def _check_int32(features: int, nbr: int, name: str, size: int) -> None:
     """The kernels take their sizes as int32 scalars (the one compiled variant); ``name`` is the
     argument whose ``size`` elements the launch also indexes (weight, or grad: the size of its dW).
     (Positional: no keyword dict built per call.)"""
+    if max(features, nbr, size) < 2**31:      # (the usual case: one C call, no loop)
+        return
     for what, value in (("features", features), ("nbr", nbr), (name, size)):
         if value >= 2**31:
             raise ValueError(f"{what}: {value} elements or rows exceed the CUDA kernels' int32 sizes")
