@@ -19,8 +19,7 @@ primitives = torch.ops.mx_sparse
 
 
 def _per_group(groups, cat_dim, one_group):
-    if groups == 1:
-        return one_group(0)
+    """groups > 1 (groups == 1: one call on the tensors themselves, no closure made)."""
     return torch.cat([one_group(g) for g in range(groups)], cat_dim)
 
 
@@ -36,5 +35,7 @@ def gather_mm(features, weight, nbr, nbr_t, groups, symmetric=False):
 def gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric=False):
     cin_g, cout_g = op_args.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
     index_checks.check_gather_map(nbr, features.shape[0])
+    if groups == 1:
+        return primitives._gather_mm_backprop_filter_one_group(features, grad, nbr)
     return _per_group(groups, 2, lambda g: primitives._gather_mm_backprop_filter_one_group(
         features.narrow(1, g * cin_g, cin_g), grad.narrow(1, g * cout_g, cout_g), nbr))

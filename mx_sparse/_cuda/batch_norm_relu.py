@@ -102,9 +102,18 @@ def _in_place_target(t):
     return launch.aligned(t) if t.is_contiguous() else t.contiguous()
 
 
-def _launch(kernel_name, op, dtype, tile, grid, tensors, *args, **constexprs):
+@functools.lru_cache(maxsize=4096)
+def _constexprs(dtype, **constexprs):
+    """A launch's keyword arguments: ``constexprs`` (T, the triton type of features of ``dtype``, where
+    given as True) with the launch options; one dict per variant, made once (no dict built per launch)."""
+    if constexprs.get("T"):
+        constexprs["T"] = _triton_type(dtype)
+    return dict(num_warps=WARPS, num_stages=1, **OPTIONS, **constexprs)
+
+
+def _launch(kernel_name, op, dtype, tile, grid, tensors, *args, constexprs):
     launch.run(getattr(launch.batch_norm_kernels(), kernel_name), op, launch.operand_type(dtype), tile, grid,
-               tensors, *args, num_warps=WARPS, num_stages=1, **OPTIONS, **constexprs)
+               tensors, *args, **constexprs)
 
 
 def forward(input, weight, bias, running_mean, running_var, batch_stats, momentum, eps):
@@ -120,8 +129,9 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     invstd = torch.empty((c,), dtype=torch.float64, device=dev)
     scale = torch.empty((c,), dtype=held, device=dev)
     shift = torch.empty((c,), dtype=held, device=dev)
-    targets = [_in_place_target(t) for t in (running_mean, running_var)]
-    params = [None if t is None else launch.aligned(t) for t in (weight, bias)]
+    # (unrolled: no comprehension frame per call)
+    targets = (_in_place_target(running_mean), _in_place_target(running_var))
+    params = (None if weight is None else launch.aligned(weight), None if bias is None else launch.aligned(bias))
     tile = f"c{width}"
     # the partial moments: the producing gather_mm's per-tile ones where it wrote them, else moments_kernel's
     moments = gather_mm.tile_stats(input) if batch_stats and n > 0 else None
@@ -131,17 +141,19 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     elif batch_stats:
         partial, stat_blocks, stat_rows = torch.empty((nblocks, 2, c), dtype=torch.float64, device=dev), nblocks, block_rows
         _launch("moments_kernel", "bn_moments", x.dtype, tile, grid, (x, partial), n, c, block_rows,
-                TILE_R=tile_r, BLOCK_C=width)
+                constexprs=_constexprs(x.dtype, TILE_R=tile_r, BLOCK_C=width))
     else:
         partial, stat_blocks, stat_rows = mean, 0, block_rows    # never read
     # an absent vector's pointer is never read (its flag is off): x stands in for it
-    pointers = [x if t is None else t for t in params + targets]
+    pointers = (x if params[0] is None else params[0], x if params[1] is None else params[1],
+                x if targets[0] is None else targets[0], x if targets[1] is None else targets[1])
     _launch("normalize_relu_kernel", "bn_normalize_relu", x.dtype, tile, grid,
             (x, partial, y, mean, invstd, scale, shift, *pointers), n, c, stat_blocks, stat_rows, block_rows,
-            *double_halves(momentum), *double_halves(eps), T=_triton_type(x.dtype), BATCH_STATS=bool(batch_stats),
-            HAS_WEIGHT=params[0] is not None, HAS_BIAS=params[1] is not None,
-            HAS_RUNNING_MEAN=targets[0] is not None, HAS_RUNNING_VAR=targets[1] is not None,
-            TILE_R=tile_r, CHUNK_B=CHUNK_B, BLOCK_C=width)
+            *double_halves(momentum), *double_halves(eps),
+            constexprs=_constexprs(x.dtype, T=True, BATCH_STATS=bool(batch_stats), HAS_WEIGHT=params[0] is not None,
+                                   HAS_BIAS=params[1] is not None, HAS_RUNNING_MEAN=targets[0] is not None,
+                                   HAS_RUNNING_VAR=targets[1] is not None, TILE_R=tile_r, CHUNK_B=CHUNK_B,
+                                   BLOCK_C=width))
     if batch_stats:
         for running, target in zip((running_mean, running_var), targets):
             if target is not None and target is not running:
@@ -158,7 +170,7 @@ def scale_shift_relu(input, scale, shift):
     y = torch.empty_like(x)
     _launch("scale_shift_relu_kernel", "bn_scale_shift_relu", x.dtype, f"c{width}", grid,
             (x, _operand(scale, held), _operand(shift, held), y), n, c, block_rows,
-            T=_triton_type(x.dtype), TILE_R=tile_r, BLOCK_C=width)
+            constexprs=_constexprs(x.dtype, T=True, TILE_R=tile_r, BLOCK_C=width))
     return y
 
 
@@ -170,21 +182,25 @@ def backward(grad, input, mean, invstd, weight, scale, shift, batch_stats):
     width, tile_r, block_rows, nblocks, grid = layout(n, c)
     held = compute_dtype(x.dtype)
     dev = x.device
-    dy = _operand(grad, x.dtype)
-    m, inv = _operand(mean, torch.float64), _operand(invstd, torch.float64)
-    s, b = _operand(scale, held), _operand(shift, held)
+    if (grad.dtype, mean.dtype, invstd.dtype, scale.dtype, shift.dtype) == (x.dtype, torch.float64, torch.float64,
+                                                                            held, held):
+        dy, m, inv, s, b = launch.aligned_all(grad, mean, invstd, scale, shift)   # (as forward returned them)
+    else:
+        dy = _operand(grad, x.dtype)
+        m, inv = _operand(mean, torch.float64), _operand(invstd, torch.float64)
+        s, b = _operand(scale, held), _operand(shift, held)
     gamma = None if weight is None else launch.aligned(weight)
     channel_dtype = x.dtype if weight is None else _wider(x.dtype, weight.dtype)
     partial = torch.empty((nblocks, 2, c), dtype=torch.float64, device=dev)
     dgamma = torch.empty((c,), dtype=channel_dtype, device=dev)
     dbeta = torch.empty((c,), dtype=channel_dtype, device=dev)
     dx = torch.empty_like(x)
-    T = _triton_type(x.dtype)
     tile = f"c{width}"
     _launch("backward_sums_kernel", "bn_backward_sums", x.dtype, tile, grid, (x, dy, s, b, m, inv, partial), n, c,
-            block_rows, T=T, TILE_R=tile_r, BLOCK_C=width)
+            block_rows, constexprs=_constexprs(x.dtype, T=True, TILE_R=tile_r, BLOCK_C=width))
     _launch("backward_dx_kernel", "bn_backward_dx", x.dtype, tile, grid,
             (x, dy, s, b, m, inv, x if gamma is None else gamma, partial, dx, dgamma, dbeta), n, c, nblocks,
-            block_rows, T=T, BATCH_STATS=bool(batch_stats), HAS_WEIGHT=gamma is not None, TILE_R=tile_r,
-            CHUNK_B=CHUNK_B, BLOCK_C=width)
+            block_rows, constexprs=_constexprs(x.dtype, T=True, BATCH_STATS=bool(batch_stats),
+                                               HAS_WEIGHT=gamma is not None, TILE_R=tile_r, CHUNK_B=CHUNK_B,
+                                               BLOCK_C=width))
     return dx, dgamma, dbeta

@@ -34,11 +34,15 @@ def _check_grid(programs: int, what: str) -> None:
         raise ValueError(f"{what} need {programs} programs along a grid dimension; CUDA allows {MAX_GRID_YZ}")
 
 
-def _check_int32(**sizes) -> None:
-    """The kernels take their sizes as int32 scalars (the one compiled variant)."""
-    for name, value in sizes.items():
+def _check_int32(features: int, nbr: int, name: str, size: int) -> None:
+    """The kernels take their sizes as int32 scalars (the one compiled variant); ``name`` is the
+    argument whose ``size`` elements the launch also indexes (weight, or grad: the size of its dW).
+    (Positional: no keyword dict built per call.)"""
+    if max(features, nbr, size) < 2**31:      # (the usual case: one C call, no loop)
+        return
+    for what, value in (("features", features), ("nbr", nbr), (name, size)):
         if value >= 2**31:
-            raise ValueError(f"{name}: {value} elements or rows exceed the CUDA kernels' int32 sizes")
+            raise ValueError(f"{what}: {value} elements or rows exceed the CUDA kernels' int32 sizes")
 
 
 class _Launch:
@@ -50,7 +54,7 @@ class _Launch:
     def __init__(self, features, weight, nbr, stats):
         m, kvol = nbr.shape
         n_in, cin, cout = features.shape[0], features.shape[1], weight.shape[2]
-        _check_int32(features=n_in, nbr=m, weight=weight.numel())
+        _check_int32(n_in, m, "weight", weight.numel())
         self.dtype = launch.operand_type(features.dtype)
         tile = tiles.gather_tile(self.dtype, kvol, cin, cout)
         _check_grid(_cdiv(cout, tile.block_n), "weight: the output channels per group")
@@ -114,7 +118,7 @@ def _wants_stats(weight) -> bool:
 
 def gather_mm_one_group(features, weight, nbr):
     wanted = _wants_stats(weight)      # (asked first: a contiguous copy made here would not require grad)
-    features, weight, nbr = launch.aligned(features), launch.aligned(weight), launch.aligned(nbr)
+    features, weight, nbr = launch.aligned_all(features, weight, nbr)
     args = _prepared(features, weight, nbr, wanted)
     stats = args.stats
     out = features.new_empty((nbr.shape[0], weight.shape[2]))
@@ -153,35 +157,63 @@ def tile_stats(x: torch.Tensor):
     return entry[1], entry[2]
 
 
+class _FilterLaunch:
+    """What a gather_mm_backprop_filter launch on one map takes besides its operands and outputs, for
+    one (input rows, Cin, Cout, dtype, TF32 switch, counting): prepared once per map and shape, kept
+    with the map beside the forward's _Launch (the layers of a stage share their map and shapes)."""
+    __slots__ = ("dtype", "tile", "grid", "order", "lists", "counts", "scalars", "splits", "acc", "constexprs")
+
+    def __init__(self, features, grad, nbr):
+        m, kvol = nbr.shape
+        n_in, cin, cout = features.shape[0], features.shape[1], grad.shape[1]
+        _check_int32(n_in, m, "grad", kvol * cin * cout)   # grad: the size of its dW
+        self.dtype = dtype = launch.operand_type(features.dtype)
+        tile = tiles.filter_tile(dtype, kvol, cin, cout)
+        blocks_k, blocks_n = _cdiv(kvol * cin, tile.block_k), _cdiv(cout, tile.block_n)
+        _check_grid(blocks_n, "grad: the output-channel blocks")
+        self.splits, _ = tiles.filter_splits(m, blocks_k, blocks_n, 1, tile.block_m)
+        self.acc = torch.float64 if features.dtype == torch.float64 else torch.float32
+        plan = map_plan.plan(nbr, tile.block_m, n_in)
+        # each program's compacted list of the tiles its offsets are present in (no in-loop branch)
+        self.lists, self.counts = tile_lists.lists(plan.present, tile.aligned, kvol, cin, tile.block_k)
+        self.order, self.tile, self.grid = plan.order, tile.name(), (blocks_k, blocks_n, self.splits)
+        self.scalars = (m, n_in, kvol, cin, cout, self.lists.shape[1], self.splits)
+        constants = launch.dot_constants(features.dtype)
+        self.constexprs = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
+                               CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile),
+                               num_warps=tile.num_warps, num_stages=tile.num_stages, **constants,
+                               **launch.count_constant())
+        # one split: the kernel writes dW itself; else the last split program of a block adds them into dW
+        self.constexprs["SUM_SPLITS"] = not (self.splits == 1 and features.dtype == self.acc)
+
+
+def _prepared_filter(features, grad, nbr) -> _FilterLaunch:
+    key = ("filter", features.shape[0], features.shape[1], grad.shape[1], features.dtype,
+           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"])
+    if nbr.is_inference() or launch.is_fake(nbr):    # as _prepared
+        return _FilterLaunch(features, grad, nbr)
+    entry = _launches.get(nbr)
+    if entry is None or entry[0] != nbr._version:
+        entry = _launches[nbr] = (nbr._version, {})
+    found = entry[1].get(key)
+    if found is None:
+        found = entry[1][key] = _FilterLaunch(features, grad, nbr)
+    return found
+
+
 def gather_mm_backprop_filter_one_group(features, grad, nbr):
-    features, grad, nbr = launch.aligned(features), launch.aligned(grad), launch.aligned(nbr)
-    m, kvol = nbr.shape
-    n_in, cin, cout = features.shape[0], features.shape[1], grad.shape[1]
-    _check_int32(features=n_in, nbr=m, grad=kvol * cin * cout)   # grad: the size of its dW
-    dtype = launch.operand_type(features.dtype)
-    tile = tiles.filter_tile(dtype, kvol, cin, cout)
-    blocks_k, blocks_n = _cdiv(kvol * cin, tile.block_k), _cdiv(cout, tile.block_n)
-    _check_grid(blocks_n, "grad: the output-channel blocks")
-    splits, _ = tiles.filter_splits(m, blocks_k, blocks_n, 1, tile.block_m)
-    acc = torch.float64 if features.dtype == torch.float64 else torch.float32
+    features, grad, nbr = launch.aligned_all(features, grad, nbr)
+    args = _prepared_filter(features, grad, nbr)
+    kvol, cin, cout = nbr.shape[1], features.shape[1], grad.shape[1]
     dw = features.new_empty((kvol, cin, cout))
-    plan = map_plan.plan(nbr, tile.block_m, n_in)
-    # each program's compacted list of the tiles its offsets are present in (no in-loop branch)
-    lists, counts = tile_lists.lists(plan.present, tile.aligned, kvol, cin, tile.block_k)
-    if splits == 1 and dw.dtype == acc:       # one split: the kernel writes dW itself
-        partial = dw
-    else:                                     # the last split program of a block adds them into dW
-        partial = torch.empty((splits, kvol, cin, cout), dtype=acc, device=features.device)
-    tickets = split_tickets(features, blocks_k * blocks_n)
+    sum_splits = args.constexprs["SUM_SPLITS"]
+    partial = torch.empty((args.splits, kvol, cin, cout), dtype=args.acc, device=features.device) if sum_splits \
+        else dw
+    tickets = split_tickets(features, args.grid[0] * args.grid[1])
     counter = launch.step_counter(features)
-    constants = launch.dot_constants(features.dtype)
-    launch.run(launch.kernels().filter_splits_kernel, "gather_mm_backprop_filter", dtype, tile.name(),
-               (blocks_k, blocks_n, splits),
-               (features, grad, nbr, plan.order, lists, counts, partial, dw, tickets, counter),
-               m, n_in, kvol, cin, cout, lists.shape[1], splits,
-               BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
-               CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile), SUM_SPLITS=partial is not dw,
-               num_warps=tile.num_warps, num_stages=tile.num_stages, **constants, **launch.count_constant())
+    launch.run(launch.kernels().filter_splits_kernel, "gather_mm_backprop_filter", args.dtype, args.tile, args.grid,
+               (features, grad, nbr, args.order, args.lists, args.counts, partial, dw, tickets, counter),
+               *args.scalars, **args.constexprs)
     launch.record_steps("gather_mm_backprop_filter", counter)
     return dw
 

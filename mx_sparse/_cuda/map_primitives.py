@@ -52,8 +52,7 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     if c == 0:
         return out.fill_(fallback.NO_NEIGHBOR)
     launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{BLOCK}",
-               (_cdiv(s * kvol, BLOCK),), (launch.aligned(query_keys), launch.aligned(sorted_keys),
-                                          launch.aligned(key_deltas), out),
+               (_cdiv(s * kvol, BLOCK),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out),
                s, kvol, c, c.bit_length(), BLOCK=BLOCK)
     return out
 

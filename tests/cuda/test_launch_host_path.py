@@ -1,0 +1,74 @@
+"""The host path of the CUDA launches after its trimming (issue 32): launch.run's guard of the
+operands (now asked through C iterators) still rejects an unaligned or non-contiguous operand and
+skips fake ones; launch.aligned_all returns aligned operands as they are and copies the others; the
+weight gradient's launch arguments, prepared once per map and shape, give the CPU backend's values
+and the same bits on every later call, also on another map of the same shape and after an
+in-place write to the map."""
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from cuda_cases import CUDA, assert_close_to, cpu_is_cuda_path, operands, references, triton_on_cpu  # noqa: F401
+from mx_sparse._cuda import gather_mm, launch
+
+pytestmark = [cpu_is_cuda_path, pytest.mark.usefixtures("triton_on_cpu")]
+
+
+class _Kernel:
+    """Records the launches that get past launch.run's checks."""
+    def __init__(self):
+        self.launched = 0
+
+    def __getitem__(self, grid):
+        def start(*args, **kwargs):
+            self.launched += 1
+        return start
+
+
+def _unaligned():
+    return torch.zeros(33)[1:]          # 4 bytes past an aligned start
+
+
+def test_run_rejects_an_unaligned_or_non_contiguous_operand():
+    kernel = _Kernel()
+    launch.run(kernel, "probe", "fp32", "t", (1,), (torch.zeros(8), torch.zeros(4, 4)))
+    assert kernel.launched == 1
+    for bad in (_unaligned(), torch.zeros(4, 4).t()):
+        with pytest.raises(AssertionError, match="probe: unaligned operand"):
+            launch.run(kernel, "probe", "fp32", "t", (1,), (torch.zeros(8), bad))
+    launch.run(kernel, "probe", "fp32", "t", (0,), (_unaligned(),))     # an empty grid: nothing to guard
+    assert kernel.launched == 1
+
+
+def test_run_records_but_does_not_launch_fake_operands():
+    kernel = _Kernel()
+    before = launch.launches[("probe_fake", "fp32", "t")]
+    with FakeTensorMode():
+        launch.run(kernel, "probe_fake", "fp32", "t", (1,), (torch.zeros(8), torch.zeros(4, 4).t()))
+    assert kernel.launched == 0 and launch.launches[("probe_fake", "fp32", "t")] == before + 1
+
+
+def test_aligned_all_keeps_aligned_operands_and_copies_the_others():
+    a, b = torch.arange(8.0), torch.arange(16.0).view(4, 4)
+    assert all(x is y for x, y in zip(launch.aligned_all(a, b), (a, b)))
+    u, t = _unaligned(), torch.arange(16.0).view(4, 4).t()
+    out = launch.aligned_all(a, u, t)
+    assert out[0] is a and out[1] is not u and out[2] is not t
+    for got, was in zip(out[1:], (u, t)):
+        assert got.is_contiguous() and got.data_ptr() % launch.ALIGNMENT == 0 and torch.equal(got, was)
+
+
+def test_filter_gradient_from_prepared_arguments():
+    features, weight, grad, nbr = operands(150, 120, 27, 16, 24, 1, torch.float32, seed=3, density=0.4)
+    expected = references(features, weight, grad, nbr, 1)[2]
+    first = CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, 1)
+    assert_close_to(first, expected, torch.float32, "filter gradient")
+    entry = gather_mm._launches.get(nbr)
+    assert entry is not None and any(isinstance(v, gather_mm._FilterLaunch) for v in entry[1].values())
+    assert torch.equal(CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, 1), first)   # cached args
+    assert torch.equal(CUDA["gather_mm_backprop_filter"](features, grad, nbr.clone(), None, 1), first)   # fresh
+    # an in-place write to the map: new arguments (its plan and tile lists), the new map's values
+    nbr[nbr[:, 13] >= 0, 13] = -1
+    changed = CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, 1)
+    assert_close_to(changed, references(features, weight, grad, nbr, 1)[2], torch.float32, "filter gradient")
+    assert not torch.equal(changed, first)
