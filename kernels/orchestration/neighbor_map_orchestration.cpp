@@ -358,6 +358,20 @@ void register_map_orchestration_functions(pybind11::module_& module) {
       .def_readonly("out_shape", &ConvMapBuild::out_shape)
       .def_readonly("to_read", &ConvMapBuild::to_read)
       .def("finish", &ConvMapBuild::finish, py::arg("m"));
+  // the key arithmetic and the value checks, for the builders still written in Python
+  // (mx_sparse/_accelerator/voxel_keys.py, index_checks.py): one implementation of each
+  m.def("pack", [](const at::Tensor& idx, const Values& shape, const Values& shift, const Values& scale) {
+    return pack(idx, shape, shift, scale);
+  }, py::arg("idx"), py::arg("shape"), py::arg("shift"), py::arg("scale"));
+  m.def("unpack", [](const at::Tensor& keys, const Values& shape) { return unpack(keys, shape); },
+        py::arg("keys"), py::arg("shape"));
+  m.def("key_deltas", [](const Values& kernel, const Values& dilation, const Values& padded, bool centered,
+                         const c10::Device& device) { return key_deltas(kernel, dilation, padded, centered, device); },
+        py::arg("kernel"), py::arg("dilation"), py::arg("padded"), py::arg("centered"), py::arg("device"));
+  m.def("flags_and_outside", [](const at::Tensor& idx, const Values& shape, int64_t batch_size,
+                                const at::Tensor& sorted_keys, const at::Tensor& order) {
+    return flags_and_outside(idx, shape, batch_size, sorted_keys, order);
+  }, py::arg("idx"), py::arg("shape"), py::arg("batch_size"), py::arg("sorted_keys"), py::arg("order"));
   m.def("rows_of", &rows_of, py::arg("found"), py::arg("order"));
   m.def("scatter_transpose", &scatter_transpose, py::arg("nbr"), py::arg("num_rows"));
 }

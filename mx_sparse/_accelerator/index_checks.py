@@ -12,6 +12,7 @@ RuntimeError at the next synchronisation, as torch's own indexing reports a bad 
 """
 import torch
 
+from .._C import map_orchestration as _orchestration
 from . import built_maps, op_args
 
 
@@ -22,23 +23,11 @@ def flags(idx, shape, batch_size, sorted_keys, order):
 
 
 def flags_and_outside(idx, shape, batch_size, sorted_keys, order):
-    """(flags, [N] bool: the rows outside the grid or batch)."""
-    n = idx.shape[0]
-    batch = idx.select(1, 0)
-    outside = (batch < 0) | (batch >= batch_size)
-    for d, s in enumerate(shape):
-        c = idx.select(1, 1 + d)
-        outside |= (c < 0) | (c >= s)
-    if n == 0:   # nothing to check (and nothing for amin to reduce)
-        return torch.zeros(2, dtype=torch.long, device=idx.device), outside
-    rows = torch.arange(n, device=idx.device)
-    bad_row = torch.where(outside, rows, n).amin()
-    if n < 2:
-        return torch.stack([bad_row, torch.full_like(bad_row, n)]), outside
-    # equal keys are adjacent, rows ascending among them (stable): the later row of each pair
-    same = sorted_keys.narrow(0, 1, n - 1) == sorted_keys.narrow(0, 0, n - 1)
-    dup_row = torch.where(same, order.narrow(0, 1, n - 1), n).amin()
-    return torch.stack([bad_row, dup_row]), outside
+    """(flags, [N] bool: the rows outside the grid or batch): the C++ builders' own check
+    (kernels/orchestration/neighbor_map_orchestration.cpp, one implementation)."""
+    if idx.shape[0] == 0:   # nothing to check (and nothing for amin to reduce)
+        return torch.zeros(2, dtype=torch.long, device=idx.device), idx.new_zeros((0,), dtype=torch.bool)
+    return _orchestration.flags_and_outside(idx, list(shape), int(batch_size), sorted_keys, order)
 
 
 def raise_bad_rows(indices, shape, batch_size, bad_row, dup_row, name="indices", grid_name="spatial_shape"):

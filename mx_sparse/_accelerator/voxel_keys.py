@@ -1,14 +1,16 @@
-"""Voxels as int64 keys, with torch operators: packing (batch, *coords) row-major on a grid,
-unpacking, and the key offset of every kernel offset. The map builders pack on a grid padded
-by the kernel's reach, so that every neighbour of a voxel is its key plus one constant per
-offset (the key deltas) and a sorted-key lookup finds it.
+"""Voxels as int64 keys: packing (batch, *coords) row-major on a grid, unpacking, and the key
+offset of every kernel offset. The map builders pack on a grid padded by the kernel's reach, so
+that every neighbour of a voxel is its key plus one constant per offset (the key deltas) and a
+sorted-key lookup finds it.
 
-build_subm_map and build_conv_map pack, unpack and keep these constants in C++ with the same
-operators (kernels/orchestration/neighbor_map_orchestration.cpp); the other builders
-(conv_transpose_map.py, conv_map_at.py), the fallbacks and the BatchNorm operators use this module.
+``pack``, ``unpack`` and ``deltas`` are the C++ builders' own (kernels/orchestration/
+neighbor_map_orchestration.cpp, the constants kept per device there): one implementation of the
+key arithmetic for every builder; ``pack_columns`` (the pair builders' broadcast form) is the
+same polynomial on separate columns.
 """
 import torch
 
+from .._C import map_orchestration as _orchestration
 from . import op_args
 
 
@@ -17,7 +19,7 @@ def _expansion(shape, shift, scale):
     b*W_b + sum_d c_d*(scale_d*W_d) + sum_d shift_d*W_d (W_d: the product of the sizes after axis
     d, W_b of all): (W_b, [scale_d*W_d], [shift_d*W_d]). Integer arithmetic, exact modulo 2^64, so
     every order of summing it gives the same int64 keys bit for bit (wrap-around included, for rows
-    outside the grid that a later check rejects). The one form of key packing here."""
+    outside the grid that a later check rejects); ``pack``'s C++ expands it the same way."""
     nd = len(shape)
     scale = [1] * nd if scale is None else list(scale)
     shift = [0] * nd if shift is None else list(shift)
@@ -29,13 +31,10 @@ def _expansion(shape, shift, scale):
 
 
 def pack(idx, shape, shift=None, scale=None):
-    """The keys of rows idx [N, 1+nd] (int32 or int64): one addcmul with two constant vectors and
-    one row sum (two kernels)."""
-    batch_weight, weights, shifts = _expansion(shape, shift, scale)
-    key = ("pack", tuple(shape), tuple(shifts), tuple(weights))
-    w = constant(key + ("w",), idx.device, lambda dev: _vector([batch_weight] + weights, dev))
-    b = constant(key + ("b",), idx.device, lambda dev: _vector([0] + shifts, dev))
-    return torch.addcmul(b, idx, w).sum(1)
+    """The keys of rows idx [N, 1+nd] (int32 or int64): one addcmul with two kept vectors and one
+    row sum (two kernels)."""
+    return _orchestration.pack(idx, list(shape), [] if shift is None else list(shift),
+                               [] if scale is None else list(scale))
 
 
 def pack_columns(batch, coords, shape, shift=None, scale=None):
@@ -52,46 +51,9 @@ def pack_columns(batch, coords, shape, shift=None, scale=None):
 
 def unpack(keys, shape):
     """int64 [M, 1+nd] (batch, *coords) of keys packed on ``shape`` (keys >= 0): column d is
-    (key // W_d) % S_d, the batch key // W_b; one floor division and one remainder by constant
+    (key // W_d) % S_d, the batch key // W_b; one floor division and one remainder by kept
     vectors (two kernels)."""
-    nd = len(shape)
-    weights, after = [0] * nd, 1
-    for d in reversed(range(nd)):
-        weights[d] = after
-        after *= shape[d]
-    key = ("unpack", tuple(shape))
-    w = constant(key + ("w",), keys.device, lambda dev: _vector([after] + weights, dev))
-    s = constant(key + ("s",), keys.device, lambda dev: _vector([op_args.INT64_MAX] + list(shape), dev))
-    return keys.unsqueeze(1).div(w, rounding_mode="floor").remainder_(s)
-
-
-# (what, its parameters, device) -> a small constant tensor of the map builders (a function of a
-# layer's configuration and its grid, which repeat every training step) or of the fused
-# BatchNorm's torch operators (a zero of the features' dtype): made once and only read afterwards.
-# A few entries per network; emptied if it ever holds MAX_CONSTANTS.
-_constants = {}
-MAX_CONSTANTS = 1024
-
-
-def constant(key, device, make):
-    """``make(device)``, kept under ``key``. Under a fake-tensor trace it is made afresh (a fake
-    tensor is no constant); under inference mode it is made a normal tensor (usable outside)."""
-    device = torch.device(device)
-    if torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None or device.type == "meta":
-        return make(device)
-    key = key + (device,)
-    found = _constants.get(key)
-    if found is None:
-        if len(_constants) >= MAX_CONSTANTS:
-            _constants.clear()
-        with torch.inference_mode(False):
-            found = _constants[key] = make(device)
-    return found
-
-
-def _vector(values, device):
-    """int64 [len(values)] made on ``device`` by fills (torch.tensor would copy from the host)."""
-    return torch.stack([torch.full((), v, dtype=torch.int64, device=device) for v in values])
+    return _orchestration.unpack(keys, list(shape))
 
 
 def subm_padding(shape, kernel, dilation):
@@ -139,18 +101,4 @@ def deltas(kernel, dilation, padded, centered, device):
     """int64 [K]: the key offset of kernel offset k (row-major, last axis fastest) on the padded
     grid: sum_d (kp_d - centre_d) * dilation_d * stride_d, centre = k//2 for the submanifold map.
     Made once per (kernel, dilation, grid, device) by a few small kernels (no host copy), then kept."""
-    key = ("deltas", tuple(kernel), tuple(dilation), tuple(padded), bool(centered))
-    return constant(key, device, lambda dev: _make_deltas(kernel, dilation, padded, centered, dev))
-
-
-def _make_deltas(kernel, dilation, padded, centered, device):
-    ndim, stride = len(kernel), 1
-    total = None
-    for d in reversed(range(ndim)):
-        step = dilation[d] * stride
-        first = -(kernel[d] // 2) * step if centered else 0
-        term = torch.arange(first, first + kernel[d] * step, step, dtype=torch.int64, device=device)
-        term = term.view([kernel[d]] + [1] * (ndim - 1 - d))
-        total = term if total is None else term + total
-        stride *= padded[d]
-    return total.reshape(-1)
+    return _orchestration.key_deltas(list(kernel), list(dilation), list(padded), bool(centered), torch.device(device))
