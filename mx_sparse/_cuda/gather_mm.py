@@ -89,18 +89,23 @@ class _Launch:
 _launches = WeakIdMap()
 
 
-def _prepared(features, weight, nbr, stats) -> _Launch:
-    key = (features.shape[0], features.shape[1], weight.shape[2], features.dtype,
-           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], stats)
+def _kept(nbr, key, make):
+    """``make()``, kept with the map ``nbr`` under ``key`` until the map is written to."""
     if nbr.is_inference() or launch.is_fake(nbr):    # no version counter / no identity worth keeping
-        return _Launch(features, weight, nbr, stats)
+        return make()
     entry = _launches.get(nbr)
     if entry is None or entry[0] != nbr._version:
         entry = _launches[nbr] = (nbr._version, {})
     found = entry[1].get(key)
     if found is None:
-        found = entry[1][key] = _Launch(features, weight, nbr, stats)
+        found = entry[1][key] = make()
     return found
+
+
+def _prepared(features, weight, nbr, stats) -> _Launch:
+    key = (features.shape[0], features.shape[1], weight.shape[2], features.dtype,
+           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], stats)
+    return _kept(nbr, key, lambda: _Launch(features, weight, nbr, stats))
 
 
 # gather_mm output -> (its version, stats [tiles, 2, Cout] float64, rows per tile): the per-tile moments a forward
@@ -190,15 +195,7 @@ class _FilterLaunch:
 def _prepared_filter(features, grad, nbr) -> _FilterLaunch:
     key = ("filter", features.shape[0], features.shape[1], grad.shape[1], features.dtype,
            features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"])
-    if nbr.is_inference() or launch.is_fake(nbr):    # as _prepared
-        return _FilterLaunch(features, grad, nbr)
-    entry = _launches.get(nbr)
-    if entry is None or entry[0] != nbr._version:
-        entry = _launches[nbr] = (nbr._version, {})
-    found = entry[1].get(key)
-    if found is None:
-        found = entry[1][key] = _FilterLaunch(features, grad, nbr)
-    return found
+    return _kept(nbr, key, lambda: _FilterLaunch(features, grad, nbr))
 
 
 def gather_mm_backprop_filter_one_group(features, grad, nbr):
