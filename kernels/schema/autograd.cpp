@@ -15,12 +15,10 @@
 #include <torch/autograd.h>
 #include <torch/library.h>
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/core/InferenceMode.h>
 
-#include <map>
-#include <mutex>
 #include <string>
-#include <utility>
+
+#include "../orchestration/device_constants.h"
 
 namespace mxs {
 namespace {
@@ -72,21 +70,15 @@ at::Tensor transpose_grouped(const at::Tensor& w, int64_t groups) {
       .reshape_symint({k, cout_g, cin_g * groups});
 }
 
-// int64 [k] = k-1, ..., 1, 0 on `device`: made once per (k, device) and kept (a few bytes), so
-// that reversing the offsets of a weight is one operator (index_select) per backward call, not
-// two (an arange, or a flip whose output keeps the transposed layout, then a contiguous copy).
+// int64 [k] = k-1, ..., 1, 0 on `device`: made once per (k, device) and kept (a few bytes;
+// device_constants.h's store, never destroyed), so that reversing the offsets of a weight is one
+// operator (index_select) per backward call, not two (an arange, or a flip whose output keeps the
+// transposed layout, then a contiguous copy). A plain tensor even when first made inside
+// inference_mode (double backward saves the index).
 at::Tensor reversed_offsets(int64_t k, const at::Device& device) {
-  static std::mutex mutex;
-  static std::map<std::pair<int64_t, std::string>, at::Tensor> made;
-  const std::lock_guard<std::mutex> lock(mutex);
-  at::Tensor& t = made[{k, device.str()}];
-  if (!t.defined()) {
-    // a plain tensor even when first made inside inference_mode (double backward saves the index)
-    const c10::InferenceMode not_inference(false);
-    at::AutoDispatchBelowADInplaceOrView guard;
-    t = at::arange(k - 1, -1, -1, at::TensorOptions().dtype(at::kLong).device(device));
-  }
-  return t;
+  return device_constant("reversed offsets," + std::to_string(k), device, [&] {
+    return at::arange(k - 1, -1, -1, at::TensorOptions().dtype(at::kLong).device(device));
+  });
 }
 
 // A tensor that is only traced (torch.compile's fake and functional tensors carry the Python key,
