@@ -43,7 +43,6 @@ from .._C import map_orchestration as _orchestration
 from . import built_maps, host_sync, index_checks, op_args
 
 NO_NEIGHBOR = -1
-primitives = torch.ops.mx_sparse
 
 # Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32: one gather from the
 # rows behind a leading -1 (position p is entry p + 1). Also used by conv_transpose_map, conv_map_at.

@@ -1,9 +1,7 @@
 """Shared inputs and references of the CUDA-backend tests.
 
 ``CUDA`` holds the accelerator orchestration (mx_sparse/_accelerator), called directly, its two
-gathers and its map builders on the Triton primitives of mx_sparse/_cuda whatever the device (the
-primitive CUDA has no Triton kernel for, _unique_sorted_keys, through the dispatcher: on CPU
-tensors its torch-operator fallback, which CUDA runs too); ``CPU`` the
+gathers and its map builders on the Triton primitives of mx_sparse/_cuda whatever the device; ``CPU`` the
 C++ CPU kernels through the dispatcher. Tensors live on ``DEVICE``: the CPU here (Triton's
 interpreter runs the kernels), a GPU in the ``cuda``-marked tests.
 """
@@ -11,6 +9,7 @@ import os
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import mx_sparse  # noqa: F401  (registers the ops)
 from mx_sparse._accelerator import conv_transpose_map as orchestration_transpose_builder
@@ -30,13 +29,27 @@ class _TritonPrimitives:
         return TRITON_PRIMITIVES.get(name) or getattr(torch.ops.mx_sparse, name)
 
 
+class _TritonDispatch(TorchDispatchMode):
+    """The Triton primitives for the calls that reach the dispatcher from C++ (the map builders'
+    stages, kernels/orchestration): a module attribute cannot redirect those."""
+    routed = {getattr(torch.ops.mx_sparse, name).default: fn for name, fn in TRITON_PRIMITIVES.items()}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.routed.get(func, func)(*args, **(kwargs or {}))
+
+
 def _on_triton(module, op):
     """The orchestration's ``op`` (of ``module``) with the Triton primitives whatever the tensors'
     device: on CPU tensors the dispatcher would otherwise pick the C++ CPU kernels or the
-    torch-operator fallbacks (the Triton primitives serve the CPU key only under MXS_CUDA_ON_CPU=1)."""
+    torch-operator fallbacks (the Triton primitives serve the CPU key only under MXS_CUDA_ON_CPU=1).
+    A module calling its primitives from Python (``module.primitives``) gets them swapped; calls
+    from C++ are routed by _TritonDispatch."""
     def call(*args, **kwargs):
         if args[0].device.type != "cpu":    # CUDA (real or fake) tensors: the dispatcher picks Triton itself
             return op(*args, **kwargs)
+        if not hasattr(module, "primitives"):
+            with _TritonDispatch():
+                return op(*args, **kwargs)
         dispatched = module.primitives
         module.primitives = _TritonPrimitives()
         try:
