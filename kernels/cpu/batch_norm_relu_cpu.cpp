@@ -215,12 +215,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> backward_impl(const at::Tensor& d
   const std::vector<double> sums = sum_rows<T>(n, c, 2, [&](int64_t r0, int64_t r1, T* acc) {
     rows.add_backward_sums(px, pdy, s_t.data(), b_t.data(), mean_t.data(), inv_t.data(), c, r0, r1, acc);
   });
-  std::vector<T> k_g(c), k_x(c), k_0(c);  // dx = k_g * g + k_x * (x - mean) + k_0
+  // dx = k_g * (g - k_x * (x - mean) - k_0), factored as the formula is: an infinite gamma times a
+  // finite bracket is an infinity, where k_g * g + (-a * ...) expanded would be inf - inf = NaN
+  std::vector<T> k_g(c), k_x(c), k_0(c);
   for (int64_t j = 0; j < c; ++j) {
-    const double a = gamma[j] * invstd[j];
-    k_g[j] = T(a);
-    k_x[j] = batch_stats ? T(-a * invstd[j] * sums[c + j] / double(n)) : T(0);
-    k_0[j] = batch_stats ? T(-a * sums[j] / double(n)) : T(0);
+    k_g[j] = T(gamma[j] * invstd[j]);
+    k_x[j] = batch_stats ? T(invstd[j] * sums[c + j] / double(n)) : T(0);
+    k_0[j] = batch_stats ? T(sums[j] / double(n)) : T(0);
   }
   auto dx = empty_like_cpu(x);
   S* pdx = data_of<S>(dx);

@@ -38,7 +38,7 @@ struct BatchNormRows {
   // g = dy where x * scale + shift > 0, else 0: acc[j] += g, acc[c + j] += g * (x - mean) * invstd
   void (*add_backward_sums)(const S* x, const S* dy, const T* scale, const T* shift, const T* mean,
                             const T* invstd, int64_t c, int64_t r0, int64_t r1, T* acc);
-  // dx = k_g * g + k_x * (x - mean) + k_0, g as above
+  // dx = k_g * (g - k_x * (x - mean) - k_0), g as above
   void (*backward_dx)(const S* x, const S* dy, const T* scale, const T* shift, const T* mean, const T* k_g,
                       const T* k_x, const T* k_0, int64_t c, int64_t r0, int64_t r1, S* dx);
 };
@@ -146,7 +146,7 @@ void backward_dx(const S* x, const S* dy, const T* scale, const T* shift, const 
       // k_x is 0 with running statistics: the term then vanishes even for a NaN input, whose
       // gradient torch's modules give as 0 (the ReLU mask is false)
       const T centred = k_x[j] == T(0) ? T(0) : k_x[j] * (xv - mean[j]);
-      dx[r * c + j] = store<S>(k_g[j] * g + centred + k_0[j]);
+      dx[r * c + j] = store<S>(k_g[j] * (g - centred - k_0[j]));
     }
 }
 

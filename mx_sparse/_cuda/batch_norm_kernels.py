@@ -274,8 +274,10 @@ def backward_dx_kernel(x, dy, scale, shift, mean, invstd, weight, partial, dx, d
                        block_rows, T: tl.constexpr, BATCH_STATS: tl.constexpr, HAS_WEIGHT: tl.constexpr,
                        TILE_R: tl.constexpr, CHUNK_B: tl.constexpr, BLOCK_C: tl.constexpr):
     # dbeta = sum g, dgamma = sum g * xhat (combined from backward_sums_kernel's blocks, float64);
-    # a = gamma * invstd, dx = a * g + k_x * (x - mean) + k_0 with k_x = -a * invstd * dgamma / n,
-    # k_0 = -a * dbeta / n with batch statistics (else the k_x term is left out: a NaN input gives 0)
+    # a = gamma * invstd, dx = a * (g - k_x * (x - mean) - k_0) with k_x = invstd * dgamma / n,
+    # k_0 = dbeta / n with batch statistics (else dx = a * g: a NaN input gives 0). Factored as the
+    # contract's formula is: an infinite a times a finite bracket is an infinity, where a * g
+    # minus a * (...) expanded would be inf - inf = NaN.
     blk = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     col_live = cols < c
@@ -294,13 +296,13 @@ def backward_dx_kernel(x, dy, scale, shift, mean, invstd, weight, partial, dx, d
         sum_g = _sum_blocks(partial, 0, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C)
         sum_gx = _sum_blocks(partial, 1, cols, col_live, nblocks, c, CHUNK_B, BLOCK_C)
         nf = n.to(tl.float64)
-        k_x = (-a * inv * sum_gx / nf).to(T)[None, :]
-        k_0 = (-a * sum_g / nf).to(T)[None, :]
+        k_x = (inv * sum_gx / nf).to(T)[None, :]
+        k_0 = (sum_g / nf).to(T)[None, :]
         m = tl.load(mean + cols, mask=col_live, other=0.0).to(T)[None, :]
         for r0 in range(0, block_rows, TILE_R):
             at, live = _tile(blk, r0, block_rows, n, c, cols, col_live, TILE_R)
             xv, g = _relu_grad(x, dy, at, live, s, b, T)
-            tl.store(dx + at, _stored(k_g * g.to(T) + k_x * (xv - m) + k_0, dx), mask=live)
+            tl.store(dx + at, _stored(k_g * (g.to(T) - k_x * (xv - m) - k_0), dx), mask=live)
     else:
         for r0 in range(0, block_rows, TILE_R):
             at, live = _tile(blk, r0, block_rows, n, c, cols, col_live, TILE_R)

@@ -81,6 +81,27 @@ def test_nan_and_inf_propagate_as_on_the_cpu(batch_stats):
     compare_with_cpu(TRITON_BN, args, TOLERANCE[torch.float32])
 
 
+@pytest.mark.parametrize("batch_stats", [True, False], ids=["batch", "running"])
+def test_infinite_weight_gives_the_cpus_infinities_in_dx(batch_stats):
+    """gamma = +-inf in two channels: dx = gamma * invstd * (g - ...) is +-inf where the bracket is not
+    zero, as on the CPU (an expanded a * g - a * (...) would give inf - inf = NaN there)."""
+    x = features(6, 3, torch.float32, seed=21)
+    dy = features(6, 3, torch.float32, seed=22)
+    mean, var = x.double().mean(0), x.double().var(0, unbiased=False)
+    invstd = (var + 1e-5).rsqrt()
+    weight = torch.tensor([float("inf"), 1.5, -float("inf")])
+    scale, shift = torch.ones(3), torch.full((3,), 5.0)      # every row passes the ReLU
+    args = (dy, x, mean, invstd, weight, scale, shift, batch_stats)
+    ours = TRITON_BN["batch_norm_relu_backward"](*args)
+    want = CPU["batch_norm_relu_backward"](*args)
+    for got, ref, name in zip(ours, want, ("dx", "dgamma", "dbeta")):
+        assert torch.equal(got.isnan(), ref.isnan()) and torch.equal(got.isposinf(), ref.isposinf()) and \
+            torch.equal(got.isneginf(), ref.isneginf()), f"{name}: NaN/Inf differ from the CPU's\n{got}\n{ref}"
+        finite = ref.isfinite()
+        assert torch.allclose(got[finite].double(), ref[finite].double(), rtol=1e-6, atol=0), name
+    assert ours[0][:, 0].isinf().all() and ours[0][:, 2].isinf().all()
+
+
 def test_float32_data_whose_squares_overflow():
     """|x| ~ 1e20 and ~3e38: float32 squares overflow; the float64 statistics stay finite (the CPU
     takes such a channel again in float64)."""
