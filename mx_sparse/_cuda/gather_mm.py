@@ -45,11 +45,13 @@ def _check_int32(features: int, nbr: int, name: str, size: int) -> None:
             raise ValueError(f"{what}: {value} elements or rows exceed the CUDA kernels' int32 sizes")
 
 
-class _Launch:
-    """What a gather_mm launch on one map takes besides its operands, for one (input rows, Cin, Cout,
-    dtype, TF32 switch, counting): prepared once per map and shape, kept with the map."""
-    __slots__ = ("dtype", "tile", "grid", "plan", "scalars", "constexprs", "tiles", "block_m", "present", "gates",
-                 "lists_shape", "lists_constexprs", "stats")
+class _Shaped:
+    """What a gather_mm launch takes that its shapes alone decide (not the map's entries): tile, grid,
+    scalars and keyword arguments, for one (output rows, offsets, input rows, Cin, Cout, dtype, TF32
+    switch, counting, moments): made once per such key and shared by every map of that shape (a
+    network repeats a few shapes, and a training step brings fresh maps)."""
+    __slots__ = ("dtype", "tile", "grid", "scalars", "constexprs", "lists_constexprs", "tiles", "block_m", "gates",
+                 "lists_shape", "stats")
 
     def __init__(self, features, weight, nbr, stats):
         m, kvol = nbr.shape
@@ -59,19 +61,16 @@ class _Launch:
         tile = tiles.gather_tile(self.dtype, kvol, cin, cout)
         _check_grid(_cdiv(cout, tile.block_n), "weight: the output channels per group")
         self.tile, self.grid = tile.name(), (_cdiv(m, tile.block_m), _cdiv(cout, tile.block_n), 1)
-        plan = map_plan.plan(nbr, tile.block_m, n_in)
-        self.plan = (plan.order, plan.counts, plan.offsets)
         self.scalars = (m, n_in, kvol, cin, cout)
         self.tiles, self.block_m = self.grid[0], tile.block_m
         # the tile moments where they compile without spills (cubins.py): every tile but the generic
         # half-precision ones (a first layer under autocast; with the epilogue, 4 B spilled on triton
         # 3.6's sm_80), whose BatchNorm launches its moments kernel
         self.stats = stats = stats and (tile.aligned or self.dtype in ("fp32", "fp64"))
-        # the weight gradient's tile lists of this plan: built in this launch (LISTS) by the aligned
-        # tiles (every layer after a network's first), whose filter kernel's gates are the offsets
-        # (the same step choice: tiles._step_k); the generic variant with that branch spilled
-        # (sm_80/sm_90, cubins.py): a first layer's plan launches tile_lists_kernel
-        self.present = plan.present
+        # the weight gradient's tile lists of a plan: built in a launch (LISTS) by the aligned tiles
+        # (every layer after a network's first), whose filter kernel's gates are the offsets (the
+        # same step choice: tiles._step_k); the generic variant with that branch spilled (sm_80/sm_90,
+        # cubins.py): a first layer's plan launches tile_lists_kernel
         filter_tile = tiles.filter_tile(self.dtype, kvol, cin, cout)
         fits = tile.aligned and (filter_tile.block_k, filter_tile.aligned) == (tile.block_k, tile.aligned)
         self.lists_shape = (tile.aligned, kvol, cin, tile.block_k) if fits and 0 not in self.grid else None
@@ -83,6 +82,35 @@ class _Launch:
                                STATS=stats, **launch.count_constant(), BLOCK_T=tile_lists.BLOCK_T)
         self.lists_constexprs = dict(self.constexprs, LISTS=True)
         self.constexprs["LISTS"] = False
+
+
+# (output rows, offsets, input rows, Cin, Cout, dtype, TF32, counting, moments) -> _Shaped; emptied when
+# full (a stream of new shapes) rather than grown without bound
+_shaped = {}
+MAX_SHAPED = 4096
+
+
+def _shaped_for(features, weight, nbr, key) -> _Shaped:
+    found = _shaped.get(key)
+    if found is None:
+        if len(_shaped) >= MAX_SHAPED:
+            _shaped.clear()
+        found = _shaped[key] = _Shaped(features, weight, nbr, key[-1])
+    return found
+
+
+class _Launch:
+    """What a gather_mm launch on one map takes besides its operands: the shapes' part (``shaped``,
+    shared) and the map's plan; prepared once per map and shape, kept with the map."""
+    __slots__ = ("shaped", "plan", "present", "lists_shape")
+
+    def __init__(self, shaped, nbr, n_in):
+        self.shaped = shaped
+        plan = map_plan.plan(nbr, shaped.block_m, n_in)
+        self.plan = (plan.order, plan.counts, plan.offsets)
+        self.present = plan.present
+        # the weight gradient's tile lists of this plan, while it has none (see _Shaped)
+        self.lists_shape = shaped.lists_shape
 
 
 # map tensor -> (its version, {shape key: _Launch}); weak, like the plans (map_plan.py)
@@ -105,7 +133,8 @@ def _kept(nbr, key, make):
 def _prepared(features, weight, nbr, stats) -> _Launch:
     key = (features.shape[0], features.shape[1], weight.shape[2], features.dtype,
            features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], stats)
-    return _kept(nbr, key, lambda: _Launch(features, weight, nbr, stats))
+    return _kept(nbr, key, lambda: _Launch(_shaped_for(features, weight, nbr, (*nbr.shape, *key)), nbr,
+                                           features.shape[0]))
 
 
 # gather_mm output -> (its version, stats [tiles, 2, Cout] float64, rows per tile): the per-tile moments a forward
@@ -125,29 +154,29 @@ def gather_mm_one_group(features, weight, nbr):
     wanted = _wants_stats(weight)      # (asked first: a contiguous copy made here would not require grad)
     features, weight, nbr = launch.aligned_all(features, weight, nbr)
     args = _prepared(features, weight, nbr, wanted)
-    stats = args.stats
+    shaped = args.shaped
     out = features.new_empty((nbr.shape[0], weight.shape[2]))
-    if stats:
-        moments = out.new_empty((args.tiles, 2, out.shape[1]), dtype=torch.float64)
+    if shaped.stats:
+        moments = out.new_empty((shaped.tiles, 2, out.shape[1]), dtype=torch.float64)
         if not out.is_inference():
-            _tile_stats[out] = (out._version, moments, args.block_m)
+            _tile_stats[out] = (out._version, moments, shaped.block_m)
     else:
         moments = out       # never read (STATS off)
     # a training forward also builds the weight gradient's tile lists of the plan, once per plan
     lists = None
-    if stats and args.lists_shape:
+    if shaped.stats and args.lists_shape:
         lists = tile_lists.to_fill(args.present, *args.lists_shape)
         args.lists_shape = None         # the plan has its lists from now on (the plan and these args go together)
     counter = launch.step_counter(features)
     if lists is None:
-        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile, args.grid,
-                   (features, weight, nbr, *args.plan, out, moments, nbr, nbr, nbr, counter), *args.scalars, 0, 0,
-                   **args.constexprs)
+        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", shaped.dtype, shaped.tile, shaped.grid,
+                   (features, weight, nbr, *args.plan, out, moments, nbr, nbr, nbr, counter), *shaped.scalars, 0, 0,
+                   **shaped.constexprs)
     else:
-        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", args.dtype, args.tile,
-                   (args.grid[0] + args.gates[0], args.grid[1], 1),
-                   (features, weight, nbr, *args.plan, out, moments, args.present, *lists, counter), *args.scalars,
-                   *args.gates, **args.lists_constexprs)
+        launch.run(launch.kernels().gather_mm_kernel, "gather_mm", shaped.dtype, shaped.tile,
+                   (shaped.grid[0] + shaped.gates[0], shaped.grid[1], 1),
+                   (features, weight, nbr, *args.plan, out, moments, args.present, *lists, counter), *shaped.scalars,
+                   *shaped.gates, **shaped.lists_constexprs)
     launch.record_steps("gather_mm", counter)
     return out
 

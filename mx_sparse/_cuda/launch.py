@@ -206,9 +206,11 @@ def run(kernel, name: str, dtype_name: str, tile_name: str, grid, tensors, *args
     interpreted (TRITON_INTERPRET=1 required), on fake tensors not at all. Every tensor is
     contiguous and aligned (inputs through ``aligned``, outputs fresh)."""
     launches[(name, dtype_name, tile_name)] += 1
-    # the ops checked the devices before; this guards the launcher's promise to the compiled variant
-    if any(map(isinstance, tensors, _fake_types)):
+    # a launch's operands are fake together or not at all (under FakeTensorMode its inputs and every
+    # tensor allocated for it are fake): the first tells, with no pass over the others
+    if isinstance(tensors[0], FakeTensor):
         return          # no data: checked and recorded, not run
+    # the ops checked the devices before; this guards the launcher's promise to the compiled variant
     if 0 in grid:
         return
     if not all(map(torch.Tensor.is_contiguous, tensors)) or any(        # (inline: _all_aligned)

@@ -194,6 +194,26 @@ def test_launches_per_call():
     assert (n_fwd, n_eval, n_apply, n_bwd) == (2, 1, 1, 2)
 
 
+def test_prepared_launches_are_kept_per_shape_dtype_and_flags():
+    """The launch arguments prepared once per (call, rows, channels, dtype, flags) and kept
+    (batch_norm_relu._prepared): one shape run with every flag combination and momentum in turn, in
+    one process, each call against the CPU kernels -- a call never takes another's arguments."""
+    kept_before = set(triton_kernels._prepared)
+    for dtype in (torch.float32, torch.float64):
+        for batch_stats in (True, False):
+            for affine, running in ((True, True), (False, True), (True, False), (False, False)):
+                if not (batch_stats or running):
+                    continue        # running statistics needed to normalise with them
+                for momentum in (0.1, 0.5):
+                    args = forward_case(150, 11, dtype, batch_stats, affine, running, seed=17)
+                    args[6] = momentum
+                    compare_with_cpu(TRITON_BN, args, TOLERANCE[dtype])
+    kept = [key for key in set(triton_kernels._prepared) - kept_before if key[1:3] == (150, 11)]
+    # per dtype: forward 4 present/absent patterns with batch statistics, 2 with running ones; the
+    # recompute 1; backward 2 x (weight or none) (the momentum is an argument, not part of a key)
+    assert sorted(k[0] for k in kept) == [0] * 12 + [1] * 2 + [2] * 8
+
+
 def test_arguments_in_other_dtypes_are_converted_as_the_cpu_converts_them():
     """The backward's mean and invstd in float32, scale and shift in float64, grad in bfloat16."""
     x = features(200, 6, torch.float32, 10)

@@ -72,3 +72,22 @@ def test_filter_gradient_from_prepared_arguments():
     changed = CUDA["gather_mm_backprop_filter"](features, grad, nbr, None, 1)
     assert_close_to(changed, references(features, weight, grad, nbr, 1)[2], torch.float32, "filter gradient")
     assert not torch.equal(changed, first)
+
+
+def test_gather_launches_share_the_part_their_shapes_decide():
+    """gather_mm's launch arguments: the part the shapes decide (tile, grid, constexprs: _Shaped) is
+    made once and shared by a fresh map of the same shape, each map keeping its own plan; both maps
+    give the CPU backend's values, and another shape gets its own part."""
+    features, weight, grad, nbr = operands(150, 120, 27, 16, 24, 1, torch.float32, seed=5, density=0.4)
+    other = operands(150, 120, 27, 16, 24, 1, torch.float32, seed=6, density=0.2)[3]
+    for m in (nbr, other):
+        assert_close_to(CUDA["gather_mm"](features, weight, m, None, 1), references(features, weight, grad, m, 1)[0],
+                        torch.float32, "gather_mm")
+    first, second = (next(v for v in gather_mm._launches.get(m)[1].values() if isinstance(v, gather_mm._Launch))
+                     for m in (nbr, other))
+    assert first.shaped is second.shaped and first.plan[0] is not second.plan[0]
+    narrower = weight[:, :, :16].contiguous()
+    assert_close_to(CUDA["gather_mm"](features, narrower, nbr, None, 1),
+                    references(features, narrower, grad[:, :16], nbr, 1)[0], torch.float32, "gather_mm")
+    third = next(v for k, v in gather_mm._launches.get(nbr)[1].items() if isinstance(v, gather_mm._Launch) and k[2] == 16)
+    assert third.shaped is not first.shaped and third.shaped.scalars[4] == 16
