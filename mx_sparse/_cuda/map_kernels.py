@@ -5,7 +5,10 @@ module imports triton, launch.py imports it when a map is first built).
                             k on the output grid, INT64_MAX where there is none (contract:
                             _conv_out_keys, kernels/schema/schema.cpp)
   sorted_key_lookup_kernel: out[s, k] = position of query[s] + delta[k] in sorted_keys, or -1
-                            (contract: _sorted_key_lookup; a binary search per entry)
+                            (contract: _sorted_key_lookup; a binary search per entry), and
+                            key[s] = each row's neighbour bitmask (map_plan.py's row key: bit k
+                            for the first KEY_BITS offsets found), which map_plan then need not
+                            compute for the map made from this lookup (no row_mask launch)
 
 One launch each instead of the torch-operator fallbacks' dozens of element-wise kernels
 (fallback.py). Integer arithmetic only, in int64: the results are the fallbacks' bit for bit.
@@ -15,7 +18,10 @@ import triton.language as tl
 
 INT64_MAX = tl.constexpr(2**63 - 1)   # constexpr: a compiled kernel reads no plain Python global
 
-_SCALARS = ["n", "kvol", "s", "c", "steps", "cells"]
+_SCALARS = ["n", "kvol", "s", "c", "steps", "cells", "bits"]
+
+# tl.reduce with triton.language's own sum combiner, not tl.sum: see plan_kernels.py
+_add = tl.standard._sum_combine
 
 
 @triton.jit
@@ -75,24 +81,40 @@ def conv_out_keys_kernel(indices, out, n, kvol, cells,
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, s, kvol, c, steps, BLOCK: tl.constexpr):
-    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = e < s * kvol
-    row = e // kvol
-    k = e % kvol
-    q = tl.load(query + row, mask=inside, other=0) + tl.load(deltas + k, mask=inside, other=0)
-    # the first position whose key is >= q: [lo, hi) halves ``steps`` = bit_length(c) times
-    lo = tl.full((BLOCK,), 0, tl.int64)   # tl.full, not tl.zeros: see plan_kernels.py on library jit functions
-    hi = tl.full((BLOCK,), 0, tl.int64) + c
-    for _ in range(steps):
-        open_ = lo < hi
-        mid = (lo + hi) // 2
-        below = tl.load(sorted_keys + mid, mask=open_ & inside, other=0) < q
-        lo = tl.where(open_ & below, mid + 1, lo)
-        hi = tl.where(open_ & (below == 0), mid, hi)
-    hit = inside & (lo < c)
-    found = hit & (tl.load(sorted_keys + lo, mask=hit, other=0) == q)
-    tl.store(out + e, tl.where(found, lo, -1).to(tl.int32), mask=inside)
+def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, s, kvol, c, steps, bits,
+                             BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A program owns BLOCK_S whole rows (queries), their offsets BLOCK_K at a time: it writes every
+    entry of its rows and their bitmask keys, so no write is shared between programs (no atomics,
+    no zero-filled buffer) and the keys do not depend on the order of work."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_S + tl.arange(0, BLOCK_S)
+    live_r = rows < s
+    base = tl.load(query + rows, mask=live_r, other=0)
+    kind = key.dtype.element_ty
+    mask_bits = tl.full((BLOCK_S,), 0, kind)
+    for k0 in range(0, kvol, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        live_k = ks < kvol
+        inside = live_r[:, None] & live_k[None, :]
+        q = base[:, None] + tl.load(deltas + ks, mask=live_k, other=0)[None, :]
+        # the first position whose key is >= q: [lo, hi) halves ``steps`` = bit_length(c) times
+        lo = tl.full((BLOCK_S, BLOCK_K), 0, tl.int64)   # tl.full, not tl.zeros: see plan_kernels.py
+        hi = tl.full((BLOCK_S, BLOCK_K), 0, tl.int64) + c
+        for _ in range(steps):
+            open_ = lo < hi
+            mid = (lo + hi) // 2
+            below = tl.load(sorted_keys + mid, mask=open_ & inside, other=0) < q
+            lo = tl.where(open_ & below, mid + 1, lo)
+            hi = tl.where(open_ & (below == 0), mid, hi)
+        hit = inside & (lo < c)
+        found = hit & (tl.load(sorted_keys + lo, mask=hit, other=0) == q)
+        tl.store(out + rows[:, None] * kvol + ks[None, :], tl.where(found, lo, -1).to(tl.int32), mask=inside)
+        # bit k for the first ``bits`` offsets found (map_plan.py's row key; the shift amount is
+        # kept below the key's width in every lane, masked or not); distinct powers of two: their
+        # sum is their OR
+        keyed = found & (ks < bits)[None, :]
+        shift = tl.where(ks < bits, ks, 0).to(kind)
+        mask_bits += tl.reduce(keyed.to(kind) << shift[None, :], 1, _add)
+    tl.store(key + rows, mask_bits, mask=live_r)
 
 
 @triton.jit

@@ -2,15 +2,21 @@
 Triton launch each, _unique_sorted_keys as two around one torch cumsum (of the first-of-run flags)
 (map_kernels.py), instead of the torch-operator fallbacks (fallback.py), whose contracts
 (kernels/schema/schema.cpp) and results they keep bit for bit. Nothing is read on the host.
+
+The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
+(map_plan.py), kept with its result (built_maps.keep_lookup_row_key): a builder that makes a map
+from it keeps the keys with the map, and the map's plans skip their row_mask launch.
 """
 import torch
 
 from .._core import contract as op_args
-from .._accelerator import fallback
-from . import launch
+from .._accelerator import built_maps, fallback
+from . import launch, map_plan
 
-# Elements per program (input rows of one offset; lookup entries).
+# Elements per program (input rows of one offset; lookup entries: whole rows, offsets at most
+# MAX_LOOKUP_OFFSETS at a time).
 BLOCK = 1024
+MAX_LOOKUP_OFFSETS = 128
 # conv_out_keys_kernel's axes (more: the fallback).
 MAX_AXES = 4
 # CUDA's limit on the second grid dimension (conv_out_keys_kernel's blocks of rows).
@@ -49,11 +55,17 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     if s * kvol >= INT32_LIMIT or c >= INT32_LIMIT:
         return fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
     out = torch.empty((s, kvol), dtype=torch.int32, device=query_keys.device)
-    if c == 0:
+    if c == 0 or s == 0 or kvol == 0:
         return out.fill_(fallback.NO_NEIGHBOR)
-    launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{BLOCK}",
-               (_cdiv(s * kvol, BLOCK),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out),
-               s, kvol, c, c.bit_length(), BLOCK=BLOCK)
+    # the rows' neighbour bitmasks come with the positions (same launch): kept with the result,
+    # for the map a builder makes from it (built_maps.lookup_row_key; map_plan.py reads them)
+    key = torch.empty((s,), dtype=map_plan.key_dtype(kvol), device=query_keys.device)
+    block_k = min(map_plan.pow2(kvol), MAX_LOOKUP_OFFSETS)
+    block_s = max(1, BLOCK // block_k)
+    launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{block_s}x{block_k}",
+               (_cdiv(s, block_s),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key),
+               s, kvol, c, c.bit_length(), map_plan.key_bits(kvol), BLOCK_S=block_s, BLOCK_K=block_k)
+    built_maps.keep_lookup_row_key(out, key)
     return out
 
 

@@ -173,12 +173,12 @@ def map_configurations():
         key = "*i32" if bits <= 31 else "*i64"
         yield ("row_mask_kernel", "int32", "-", f"m{map_plan.KEY_ROWS}-k{kvol}",
                {"nbr": "*i32", "key": key, "m": "i32", "kvol": "i32", "bits": "i32", "BLOCK_M": "constexpr",
-                "BLOCK_K": "constexpr"}, {"BLOCK_M": map_plan.KEY_ROWS, "BLOCK_K": map_plan._pow2(bits)}, {})
+                "BLOCK_K": "constexpr"}, {"BLOCK_M": map_plan.KEY_ROWS, "BLOCK_K": map_plan.pow2(bits)}, {})
         for block_m in sorted({t.block_m for _, t in (*tiles.GATHER_TILES, *tiles.FILTER_TILES)}):
             yield ("tile_plan_kernel", "int32", "-", f"m{block_m}-k{kvol}",
                    {"nbr": "*i32", "order": "*i64", "order32": "*i32", "counts": "*i32", "offsets": "*i32",
                     "present": "*i32", "m": "i32", "kvol": "i32", "BLOCK_M": "constexpr", "BLOCK_K": "constexpr"},
-                   {"BLOCK_M": block_m, "BLOCK_K": min(map_plan._pow2(kvol), map_plan.MAX_OFFSET_BLOCK)}, {})
+                   {"BLOCK_M": block_m, "BLOCK_K": min(map_plan.pow2(kvol), map_plan.MAX_OFFSET_BLOCK)}, {})
     for aligned in (False, True):
         yield ("tile_lists_kernel", "int32", "-", f"t{tile_lists.BLOCK_T}" + ("a" if aligned else ""),
                {"present": "*i32", "lists": "*i32", "counts": "*i32", "tiles": "i32", "kvol": "i32", "gates": "i32",
