@@ -50,6 +50,12 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
     return out
 
 
+def lookup_blocks(kvol: int):
+    """(rows, offsets) of a lookup program's block: whole rows, BLOCK entries in all."""
+    block_k = min(map_plan.pow2(kvol), MAX_LOOKUP_OFFSETS)
+    return max(1, BLOCK // block_k), block_k
+
+
 def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     s, kvol, c = query_keys.shape[0], key_deltas.shape[0], sorted_keys.shape[0]
     if s * kvol >= INT32_LIMIT or c >= INT32_LIMIT:
@@ -60,8 +66,7 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     # the rows' neighbour bitmasks come with the positions (same launch): kept with the result,
     # for the map a builder makes from it (built_maps.lookup_row_key; map_plan.py reads them)
     key = torch.empty((s,), dtype=map_plan.key_dtype(kvol), device=query_keys.device)
-    block_k = min(map_plan.pow2(kvol), MAX_LOOKUP_OFFSETS)
-    block_s = max(1, BLOCK // block_k)
+    block_s, block_k = lookup_blocks(kvol)
     launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{block_s}x{block_k}",
                (_cdiv(s, block_s),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key),
                s, kvol, c, c.bit_length(), map_plan.key_bits(kvol), BLOCK_S=block_s, BLOCK_K=block_k)

@@ -153,6 +153,7 @@ MAP_KERNELS = ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "first_of_run
 
 
 def map_configurations():
+    import torch
     from mx_sparse._cuda import map_plan, map_primitives, tile_lists
     block = {"BLOCK": map_primitives.BLOCK}
     axes = {f"{a}{d}": "i32" for a in "okspd" for d in range(map_primitives.MAX_AXES)}
@@ -160,9 +161,13 @@ def map_configurations():
         yield ("conv_out_keys_kernel", "int64", "-", f"b{map_primitives.BLOCK}-{ndim}d",
                {"indices": "*i32", "out": "*i64", "n": "i32", "kvol": "i32", "cells": "i64", **axes,
                 "NDIM": "constexpr", "BLOCK": "constexpr"}, {"NDIM": ndim, **block}, {})
-    lookup = {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32",
-              "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "BLOCK": "constexpr"}
-    yield "sorted_key_lookup_kernel", "int64", "-", f"b{map_primitives.BLOCK}", lookup, block, {}
+    for kvol in (1, 8, 27, 125):            # 1x1x1 .. 5x5x5 kernels (larger ones: 125's code, BLOCK_K 128)
+        key = "*i32" if map_plan.key_dtype(kvol) == torch.int32 else "*i64"
+        block_s, block_k = map_primitives.lookup_blocks(kvol)
+        yield ("sorted_key_lookup_kernel", "int64", "-", f"b{block_s}x{block_k}-k{kvol}",
+               {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32", "key": key,
+                "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "bits": "i32",
+                "BLOCK_S": "constexpr", "BLOCK_K": "constexpr"}, {"BLOCK_S": block_s, "BLOCK_K": block_k}, {})
     yield ("first_of_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
            {"sorted_keys": "*i64", "first": "*i32", "c": "i32", "BLOCK": "constexpr"}, block, {})
     yield ("compact_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
