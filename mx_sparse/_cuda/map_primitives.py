@@ -1,6 +1,5 @@
-"""The CUDA backend's map primitives (host side): _conv_out_keys and _sorted_key_lookup as one
-Triton launch each, _unique_sorted_keys as two around one torch cumsum (of the first-of-run flags)
-(map_kernels.py), instead of the torch-operator fallbacks (fallback.py), whose contracts
+"""The CUDA backend's map primitives (host side): _conv_out_keys, _sorted_key_lookup and
+_unique_sorted_keys as one Triton launch each (map_kernels.py; the last a single-pass scan), instead of the torch-operator fallbacks (fallback.py), whose contracts
 (kernels/schema/schema.cpp) and results they keep bit for bit. Nothing is read on the host.
 
 The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
@@ -82,16 +81,29 @@ def unique_sorted_keys(sorted_keys):
     count = torch.empty((1,), dtype=torch.int32, device=dev)
     if c == 0:
         return unique, count.zero_()
-    sorted_keys = launch.aligned(sorted_keys)
     blocks = _cdiv(c, BLOCK)
-    first = torch.empty((c,), dtype=torch.int32, device=dev)
-    k = launch.map_kernels()
-    launch.run(k.first_of_runs_kernel, "first_of_runs", "int64", f"b{BLOCK}", (blocks,), (sorted_keys, first),
-               c, BLOCK=BLOCK)
-    runs = torch.cumsum(first, 0, dtype=torch.int32)     # c < 2^31 - 1 (above: the fallback)
-    launch.run(k.compact_runs_kernel, "compact_runs", "int64", f"b{BLOCK}", (blocks,),
-               (sorted_keys, runs, unique, count), c, BLOCK=BLOCK)
+    launch.run(launch.map_kernels().unique_runs_kernel, "unique_runs", "int64", f"b{BLOCK}", (blocks,),
+               (launch.aligned(sorted_keys), unique, count, scan_scratch(sorted_keys, blocks)), c, BLOCK=BLOCK)
     return unique, count
+
+
+# (device, stream) -> unique_runs_kernel's scratch: int64 zeros (two tickets, one state word per
+# tile), which the launch's last program sets back to zeros (so no launch zero-fills it). Launches
+# on one stream run one after another; another stream has its own. Grown (a fresh zeroed tensor)
+# when a launch has more tiles.
+_scratch = {}
+MIN_SCAN_TILES = 4096
+
+
+def scan_scratch(like: torch.Tensor, blocks: int) -> torch.Tensor:
+    if launch.is_fake(like):
+        return like.new_zeros((2 + blocks,), dtype=torch.int64)
+    stream = torch.cuda.current_stream(like.device).stream_id if like.is_cuda else None
+    found = _scratch.get((like.device, stream))
+    if found is None or found.numel() < 2 + blocks:
+        found = _scratch[(like.device, stream)] = like.new_zeros((2 + max(blocks, MIN_SCAN_TILES),),
+                                                                 dtype=torch.int64)
+    return found
 
 
 PRIMITIVES = {

@@ -148,7 +148,7 @@ def batch_norm_configurations():
 # The map builders' and map plans' kernels (map_kernels.py, plan_kernels.py), as map_primitives.py
 # and map_plan.py launch them. Triton's interpreter runs kernels a compiler refuses (a plain Python
 # global read in a kernel: seen on an H100), so every one of them is compiled here too.
-MAP_KERNELS = ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "first_of_runs_kernel", "compact_runs_kernel",
+MAP_KERNELS = ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "unique_runs_kernel",
                "row_mask_kernel", "tile_plan_kernel", "tile_lists_kernel")
 
 
@@ -168,10 +168,8 @@ def map_configurations():
                {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32", "key": key,
                 "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "bits": "i32",
                 "BLOCK_S": "constexpr", "BLOCK_K": "constexpr"}, {"BLOCK_S": block_s, "BLOCK_K": block_k}, {})
-    yield ("first_of_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
-           {"sorted_keys": "*i64", "first": "*i32", "c": "i32", "BLOCK": "constexpr"}, block, {})
-    yield ("compact_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
-           {"sorted_keys": "*i64", "runs": "*i32", "unique": "*i64", "count": "*i32", "c": "i32",
+    yield ("unique_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
+           {"sorted_keys": "*i64", "unique": "*i64", "count": "*i32", "scratch": "*i64", "c": "i32",
             "BLOCK": "constexpr"}, block, {})
     for kvol in (1, 8, 27, 125):            # the kernel volumes of 1x1x1, 2x2x2, 3x3x3, 5x5x5 kernels
         bits = min(kvol, map_plan.KEY_BITS)
