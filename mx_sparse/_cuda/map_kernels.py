@@ -9,6 +9,10 @@ module imports triton, launch.py imports it when a map is first built).
                             key[s] = each row's neighbour bitmask (map_plan.py's row key: bit k
                             for the first KEY_BITS offsets found), which map_plan then need not
                             compute for the map made from this lookup (no row_mask launch)
+  unique_runs_kernel:       the first key of each run of equal sorted keys (sentinels INT64_MAX
+                            excluded) compacted to the front, INT64_MAX after them, their count
+                            (contract: _unique_sorted_keys; one pass, a decoupled look-back scan,
+                            instead of flags, a torch cumsum and a compaction: two launches fewer)
 
 One launch each instead of the torch-operator fallbacks' dozens of element-wise kernels
 (fallback.py). Integer arithmetic only, in int64: the results are the fallbacks' bit for bit.
@@ -154,7 +158,8 @@ def unique_runs_kernel(sorted_keys, unique, count, scratch, c, BLOCK: tl.constex
     - every slot has one final writer: a key at position i goes to slot runs-before-it <= i, so the
       keys landing in tile u's index range come from tiles >= u, and tile u writes INT64_MAX over
       its whole range before publishing anything (release; its threads' stores ordered before the
-      publication by the barrier); a tile writes keys only after its look-back acquired, directly
+      publication by the barrier; one thread of a program makes each scalar atomic and hands its
+      answer to the others through a barrier); a tile writes keys only after its look-back acquired, directly
       or through a later tile's PREFIX, the publication of every tile before it: slots below the
       total end holding their key, the others INT64_MAX;
     - the values are exact integers: the result is the two-launch version's bit for bit, in any

@@ -1,6 +1,7 @@
 """The CUDA backend's map primitives (host side): _conv_out_keys, _sorted_key_lookup and
-_unique_sorted_keys as one Triton launch each (map_kernels.py; the last a single-pass scan), instead of the torch-operator fallbacks (fallback.py), whose contracts
-(kernels/schema/schema.cpp) and results they keep bit for bit. Nothing is read on the host.
+_unique_sorted_keys as one Triton launch each (map_kernels.py; the last a single-pass scan),
+instead of the torch-operator fallbacks (fallback.py), whose contracts (kernels/schema/schema.cpp)
+and results they keep bit for bit. Nothing is read on the host.
 
 The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
 (map_plan.py), kept with its result (built_maps.keep_lookup_row_key): a builder that makes a map
