@@ -123,15 +123,21 @@ def _map_results_by_fallback(inline):
     """The CUDA map primitives in ``inline`` run their host code and record their launches as
     they are, and return the torch fallbacks' results (bit-equal: tests/cuda/test_maps.py),
     computed outside the counting: no map kernel is interpreted (minutes on a whole scene)."""
-    from mx_sparse._accelerator import fallback
+    from mx_sparse._accelerator import built_maps, fallback
     from mx_sparse._cuda import map_primitives
     for name, cuda_version in map_primitives.PRIMITIVES.items():
         reference = fallback.PRIMITIVES[name]
 
         def primitive(*args, cuda_version=cuda_version, reference=reference):
-            cuda_version(*args)
+            made = cuda_version(*args)
             with torch.utils._python_dispatch._disable_current_modes():
-                return reference(*args)
+                result = reference(*args)
+            # what the lookup's launch kept with its result (the row keys: its plans then run
+            # no row_mask launch) goes with the result returned instead
+            key = built_maps.lookup_row_key(made) if isinstance(made, torch.Tensor) else None
+            if key is not None:
+                built_maps.keep_lookup_row_key(result, key)
+            return result
         inline[name] = primitive
     return inline
 

@@ -17,8 +17,8 @@ _RULES = (
     ("BatchNorm", ("mean_kernel", "row_sums_kernel", "squared_deviations_kernel", "backward_sums_kernel",
                    "coefficients_kernel", "scale_shift_relu_kernel", "backward_dx_kernel", "batch_norm",
                    "batchnorm", "welford", "bn_")),
-    ("maps+sort", ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "first_of_runs_kernel",
-                   "compact_runs_kernel", "row_mask_kernel", "tile_plan_kernel", "tile_lists_kernel", "sort",
+    ("maps+sort", ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "unique_runs_kernel",
+                   "first_of_runs_kernel", "compact_runs_kernel", "row_mask_kernel", "tile_plan_kernel", "tile_lists_kernel", "sort",
                    "radix", "scan", "unique", "hash", "cub::", "indice", "pair")),
     ("copies", ("memcpy", "memset", "copy", "fill", "cat", "index_select", "gather", "scatter")),
 )

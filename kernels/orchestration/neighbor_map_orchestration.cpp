@@ -13,7 +13,8 @@
 //                                checks and messages), keys packed and sorted, the value checks
 //                                (`checks`) computed unless the caller vouches for the indices
 //   Python: read checks, raise, vouch
-//   build.finish()               the lookup and the un-permutation
+//   build.finish()               the lookup and the un-permutation (the map, and the lookup's
+//                                result for what the device primitive kept with it)
 // and the strided build the same around its one read (`to_read`: the output count, with the value
 // checks of unchecked indices).
 //
@@ -207,14 +208,26 @@ class SubmMapBuild {
   // or there are none.
   std::optional<at::Tensor> checks;
 
-  // The map, once the checks (if any) have passed: every offset's neighbour found in the sorted
-  // keys, the positions turned into rows and the rows put back in input order.
-  at::Tensor finish() const {
-    if (n_ == 0) return at::empty({0, kvol_}, int32_on(device_));
+  // (the map, the lookup's result) once the checks (if any) have passed: every offset's neighbour
+  // found in the sorted keys (the lookup: one row per sorted voxel), the positions turned into rows
+  // and the rows put back in input order. The lookup's result goes to the caller for what the
+  // device primitive may have kept with it (mx_sparse/_accelerator/built_maps.py, lookup_row_key).
+  std::tuple<at::Tensor, at::Tensor> finish() const {
+    if (n_ == 0) return {at::empty({0, kvol_}, int32_on(device_)), at::empty({0, kvol_}, int32_on(device_))};
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, true, device_);
     const at::Tensor found = map_primitives().sorted_key_lookup.call(keys_, keys_, deltas, kernel_.back(), bound_);
     at::Tensor nbr = at::empty({n_, kvol_}, int32_on(device_));
-    return nbr.index_copy_(0, order_, rows_of(found, order_));  // sorted row s is input row order[s]
+    // sorted row s is input row order[s]
+    return {nbr.index_copy_(0, order_, rows_of(found, order_)), found};
+  }
+
+  // A tensor with one row per row of the lookup (per sorted voxel) put in the map's row order
+  // (input order), as finish puts the map's rows: one index_copy_.
+  at::Tensor in_input_order(const at::Tensor& per_lookup_row) const {
+    TORCH_CHECK_VALUE(per_lookup_row.dim() >= 1 && per_lookup_row.size(0) == n_, "per_lookup_row: expected ", n_,
+                      " rows (one per input voxel), got shape ", per_lookup_row.sizes());
+    if (n_ == 0) return per_lookup_row.clone();
+    return at::empty_like(per_lookup_row).index_copy_(0, order_, per_lookup_row);
   }
 
  private:
@@ -301,19 +314,21 @@ class ConvMapBuild {
   // count]; None without input rows.
   std::optional<at::Tensor> to_read;
 
-  // (out_indices int32 [M, 1+nd] in canonical order, nbr int32 [M, K], out_shape) for the M read:
-  // output o reaches input o*s - p + kp*d, i.e. the key of o*s plus offset k's (uncentred) delta on
-  // the input grid shifted by the padding, looked up in the sorted input keys.
-  std::tuple<at::Tensor, at::Tensor, Values> finish(int64_t m) const {
+  // (out_indices int32 [M, 1+nd] in canonical order, nbr int32 [M, K], out_shape, the lookup's
+  // result) for the M read: output o reaches input o*s - p + kp*d, i.e. the key of o*s plus offset
+  // k's (uncentred) delta on the input grid shifted by the padding, looked up in the sorted input
+  // keys. The lookup's rows are the map's rows; its result goes to the caller for what the device
+  // primitive may have kept with it (mx_sparse/_accelerator/built_maps.py, lookup_row_key).
+  std::tuple<at::Tensor, at::Tensor, Values, at::Tensor> finish(int64_t m) const {
     if (n_ == 0)
       return {at::empty({0, static_cast<int64_t>(1 + out_shape.size())}, int32_on(device_)),
-              at::empty({0, kvol_}, int32_on(device_)), out_shape};
+              at::empty({0, kvol_}, int32_on(device_)), out_shape, at::empty({0, kvol_}, int32_on(device_))};
     check_row_count(m);
     const at::Tensor out_idx = unpack(out_keys_.narrow(0, 0, m), out_shape);
     const at::Tensor query = pack(out_idx, padded_, {}, stride_);
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, false, device_);
     const at::Tensor found = map_primitives().sorted_key_lookup.call(query, in_keys_, deltas, kernel_.back(), bound_);
-    return {out_idx.to(at::kInt), rows_of(found, order_), out_shape};
+    return {out_idx.to(at::kInt), rows_of(found, order_), out_shape, found};
   }
 
  private:
@@ -348,7 +363,8 @@ void register_map_orchestration_functions(pybind11::module_& module) {
            py::arg("indices"), py::arg("spatial_shape"), py::arg("batch_size"), py::arg("kernel_size"),
            py::arg("dilation"), py::arg("indices_checked"))
       .def_readonly("checks", &SubmMapBuild::checks)
-      .def("finish", &SubmMapBuild::finish);
+      .def("finish", &SubmMapBuild::finish)
+      .def("in_input_order", &SubmMapBuild::in_input_order, py::arg("per_lookup_row"));
   py::class_<ConvMapBuild>(m, "ConvMapBuild")
       .def(py::init<const at::Tensor&, const Values&, int64_t, const Values&, const Values&, const Values&,
                     const Values&, const std::optional<Values>&, bool>(),

@@ -12,7 +12,8 @@ never registered: a write to it could not be seen):
   entry in [-1, rows), each (input row, offset) at most once). The gathers skip their range
   check for it, and ``transpose_map`` skips its checks and host read; the transpose is kept
   with the map (the map's owner, an ``indice_key``, holds both), so the layers and backward
-  passes that share the key compute it once.
+  passes that share the key compute it once; so are its rows' neighbour bitmasks where the
+  device lookup wrote them (CUDA), which the map's plans then need not compute.
 
 Nothing here reads device data. Under torch.compile the ops run on the graph's tensors: a tensor
 the registry does not know is checked as before.
@@ -53,18 +54,26 @@ def indices_checked(indices: torch.Tensor, shape: Sequence[int], batch_size: int
 
 
 class _Built:
-    __slots__ = ("version", "rows", "transpose", "transpose_version")
+    __slots__ = ("version", "rows", "transpose", "transpose_version", "row_key")
 
-    def __init__(self, version, rows):
-        self.version, self.rows = version, rows
+    def __init__(self, version, rows, row_key):
+        self.version, self.rows, self.row_key = version, rows, row_key
         self.transpose, self.transpose_version = None, None
 
 
-def vouch_map(nbr: torch.Tensor, rows: int) -> None:
-    """``nbr`` is a map a builder made: entries in [-1, rows), each (input row, offset) once."""
+def vouch_map(nbr: torch.Tensor, rows: int, row_key: Optional[torch.Tensor] = None) -> None:
+    """``nbr`` is a map a builder made: entries in [-1, rows), each (input row, offset) once;
+    ``row_key``, where given, its rows' neighbour bitmasks (see lookup_row_key)."""
     version = _version(nbr)
     if version is not None:
-        _built_maps[nbr] = _Built(version, rows)
+        _built_maps[nbr] = _Built(version, rows, row_key)
+
+
+def row_key(nbr: torch.Tensor) -> Optional[torch.Tensor]:
+    """The neighbour bitmask of each row of a built (unchanged) map, where its lookup wrote them
+    (map_plan.py's row key), else None: the plan computes them (row_mask_kernel)."""
+    entry = _entry(nbr)
+    return None if entry is None else entry.row_key
 
 
 def _entry(nbr: torch.Tensor) -> Optional[_Built]:
@@ -84,6 +93,26 @@ def transpose_of(nbr: torch.Tensor) -> Optional[torch.Tensor]:
     if entry is None or entry.transpose is None or entry.transpose_version != _version(entry.transpose):
         return None
     return entry.transpose
+
+
+# What a device lookup (_sorted_key_lookup on CUDA, mx_sparse/_cuda/map_primitives.py) wrote beside
+# its result in the same launch: each result row's neighbour bitmask (bit k for the first 63
+# offsets k found; the row key of mx_sparse/_cuda/map_plan.py), keyed by the result tensor. A
+# builder that makes a map from that result keeps them with the map (vouch_map's row_key, in the
+# map's row order); a result no builder takes (another caller's lookup) drops its entry with it.
+_lookup_row_keys = WeakIdMap()
+
+
+def keep_lookup_row_key(found: torch.Tensor, key: torch.Tensor) -> None:
+    """``key`` [S] holds the neighbour bitmask of each row of the lookup result ``found`` [S, K]."""
+    if _version(found) is not None:
+        _lookup_row_keys[found] = (found._version, key)
+
+
+def lookup_row_key(found: torch.Tensor) -> Optional[torch.Tensor]:
+    """The row keys the lookup that made ``found`` kept with it (``found`` unchanged since), else None."""
+    entry = _lookup_row_keys.get(found)
+    return entry[1] if entry is not None and entry[0] == _version(found) else None
 
 
 def keep_transpose(nbr: torch.Tensor, nbr_t: torch.Tensor) -> None:

@@ -58,9 +58,11 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
         index_checks.raise_bad_rows(indices, spatial_shape, batch_size,
                                     *host_sync.read(build.checks, "build_subm_map: value checks"))
         built_maps.vouch_indices(indices, spatial_shape, batch_size)
-    nbr = build.finish()    # the lookup and the rows in input order
+    nbr, found = build.finish()    # the lookup and the rows in input order
     if indices.shape[0]:
-        built_maps.vouch_map(nbr, indices.shape[0])
+        # the row keys a device lookup wrote (CUDA), put in the map's row order as its rows
+        key = built_maps.lookup_row_key(found)
+        built_maps.vouch_map(nbr, indices.shape[0], None if key is None else build.in_input_order(key))
     return nbr
 
 
@@ -71,16 +73,17 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     build = _orchestration.ConvMapBuild(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
                                         pads_end, checked)
     if build.to_read is None:   # no input rows
-        return build.finish(0)
+        return build.finish(0)[:3]
     if checked:     # indices a builder emitted or checked on this grid: only the count is read
         m, = host_sync.read(build.to_read, "build_conv_map: output count")
     else:
         bad_row, dup_row, m = host_sync.read(build.to_read, "build_conv_map: value checks and output count")
         index_checks.raise_bad_rows(indices, spatial_shape, batch_size, bad_row, dup_row)
         built_maps.vouch_indices(indices, spatial_shape, batch_size)
-    out_idx, nbr, out_shape = build.finish(m)    # the outputs, the lookup and the rows
+    out_idx, nbr, out_shape, found = build.finish(m)    # the outputs, the lookup and the rows
     built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
-    built_maps.vouch_map(nbr, indices.shape[0])
+    # the map's rows are the lookup's: the row keys a device lookup wrote (CUDA) are the map's
+    built_maps.vouch_map(nbr, indices.shape[0], built_maps.lookup_row_key(found))
     return out_idx, nbr, out_shape
 
 

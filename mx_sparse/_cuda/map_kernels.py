@@ -5,7 +5,14 @@ module imports triton, launch.py imports it when a map is first built).
                             k on the output grid, INT64_MAX where there is none (contract:
                             _conv_out_keys, kernels/schema/schema.cpp)
   sorted_key_lookup_kernel: out[s, k] = position of query[s] + delta[k] in sorted_keys, or -1
-                            (contract: _sorted_key_lookup; a binary search per entry)
+                            (contract: _sorted_key_lookup; a binary search per entry), and
+                            key[s] = each row's neighbour bitmask (map_plan.py's row key: bit k
+                            for the first KEY_BITS offsets found), which map_plan then need not
+                            compute for the map made from this lookup (no row_mask launch)
+  unique_runs_kernel:       the first key of each run of equal sorted keys (sentinels INT64_MAX
+                            excluded) compacted to the front, INT64_MAX after them, their count
+                            (contract: _unique_sorted_keys; one pass, a decoupled look-back scan,
+                            instead of flags, a torch cumsum and a compaction: two launches fewer)
 
 One launch each instead of the torch-operator fallbacks' dozens of element-wise kernels
 (fallback.py). Integer arithmetic only, in int64: the results are the fallbacks' bit for bit.
@@ -15,7 +22,10 @@ import triton.language as tl
 
 INT64_MAX = tl.constexpr(2**63 - 1)   # constexpr: a compiled kernel reads no plain Python global
 
-_SCALARS = ["n", "kvol", "s", "c", "steps", "cells"]
+_SCALARS = ["n", "kvol", "s", "c", "steps", "cells", "bits"]
+
+# tl.reduce with triton.language's own sum combiner, not tl.sum: see plan_kernels.py
+_add = tl.standard._sum_combine
 
 
 @triton.jit
@@ -75,24 +85,40 @@ def conv_out_keys_kernel(indices, out, n, kvol, cells,
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, s, kvol, c, steps, BLOCK: tl.constexpr):
-    e = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    inside = e < s * kvol
-    row = e // kvol
-    k = e % kvol
-    q = tl.load(query + row, mask=inside, other=0) + tl.load(deltas + k, mask=inside, other=0)
-    # the first position whose key is >= q: [lo, hi) halves ``steps`` = bit_length(c) times
-    lo = tl.full((BLOCK,), 0, tl.int64)   # tl.full, not tl.zeros: see plan_kernels.py on library jit functions
-    hi = tl.full((BLOCK,), 0, tl.int64) + c
-    for _ in range(steps):
-        open_ = lo < hi
-        mid = (lo + hi) // 2
-        below = tl.load(sorted_keys + mid, mask=open_ & inside, other=0) < q
-        lo = tl.where(open_ & below, mid + 1, lo)
-        hi = tl.where(open_ & (below == 0), mid, hi)
-    hit = inside & (lo < c)
-    found = hit & (tl.load(sorted_keys + lo, mask=hit, other=0) == q)
-    tl.store(out + e, tl.where(found, lo, -1).to(tl.int32), mask=inside)
+def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, s, kvol, c, steps, bits,
+                             BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A program owns BLOCK_S whole rows (queries), their offsets BLOCK_K at a time: it writes every
+    entry of its rows and their bitmask keys, so no write is shared between programs (no atomics,
+    no zero-filled buffer) and the keys do not depend on the order of work."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_S + tl.arange(0, BLOCK_S)
+    live_r = rows < s
+    base = tl.load(query + rows, mask=live_r, other=0)
+    kind = key.dtype.element_ty
+    mask_bits = tl.full((BLOCK_S,), 0, kind)
+    for k0 in range(0, kvol, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        live_k = ks < kvol
+        inside = live_r[:, None] & live_k[None, :]
+        q = base[:, None] + tl.load(deltas + ks, mask=live_k, other=0)[None, :]
+        # the first position whose key is >= q: [lo, hi) halves ``steps`` = bit_length(c) times
+        lo = tl.full((BLOCK_S, BLOCK_K), 0, tl.int64)   # tl.full, not tl.zeros: see plan_kernels.py
+        hi = tl.full((BLOCK_S, BLOCK_K), 0, tl.int64) + c
+        for _ in range(steps):
+            open_ = lo < hi
+            mid = (lo + hi) // 2
+            below = tl.load(sorted_keys + mid, mask=open_ & inside, other=0) < q
+            lo = tl.where(open_ & below, mid + 1, lo)
+            hi = tl.where(open_ & (below == 0), mid, hi)
+        hit = inside & (lo < c)
+        found = hit & (tl.load(sorted_keys + lo, mask=hit, other=0) == q)
+        tl.store(out + rows[:, None] * kvol + ks[None, :], tl.where(found, lo, -1).to(tl.int32), mask=inside)
+        # bit k for the first ``bits`` offsets found (map_plan.py's row key; the shift amount is
+        # kept below the key's width in every lane, masked or not); distinct powers of two: their
+        # sum is their OR
+        keyed = found & (ks < bits)[None, :]
+        shift = tl.where(ks < bits, ks, 0).to(kind)
+        mask_bits += tl.reduce(keyed.to(kind) << shift[None, :], 1, _add)
+    tl.store(key + rows, mask_bits, mask=live_r)
 
 
 @triton.jit
@@ -104,23 +130,68 @@ def _first_of_run(sorted_keys, i, c):
     return ((key != INT64_MAX) & ((i == 0) | (key != before))).to(tl.int32), key
 
 
-@triton.jit(do_not_specialize=_SCALARS)
-def first_of_runs_kernel(sorted_keys, first, c, BLOCK: tl.constexpr):
-    i = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    flag, _ = _first_of_run(sorted_keys, i, c)
-    tl.store(first + i, flag, mask=i < c)
+# A tile's state word in unique_runs_kernel's scratch: the state in the high half, its count in the
+# low one (counts < 2^31: the host sends larger inputs to the fallback).
+_AGGREGATE = tl.constexpr(1 << 32)      # the tile's own count of runs is published
+_PREFIX = tl.constexpr(2 << 32)         # the runs up to and including the tile are published
+_LOW = tl.constexpr((1 << 32) - 1)
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def compact_runs_kernel(sorted_keys, runs, unique, count, c, BLOCK: tl.constexpr):
-    """Each run's key to slot runs[i] - 1 (runs: the inclusive running count of first flags);
-    slots from the total on hold INT64_MAX (disjoint from the written ones: no order between
-    programs needed)."""
-    pid = tl.program_id(0)
-    i = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def unique_runs_kernel(sorted_keys, unique, count, scratch, c, BLOCK: tl.constexpr):
+    """The first key of each run to slot (runs before it), slots from the total on INT64_MAX, the
+    total to ``count``: one pass, a decoupled look-back scan over tiles of BLOCK keys.
+
+    scratch (int64, zeros before the launch, zeros again after it: the program that finishes last
+    puts them back, so no launch zero-fills it): [0] the tile ticket, [1] the done ticket, [2 + t]
+    tile t's state word (0: nothing published yet).
+
+    Why it is correct whatever the order in which programs run (on a GPU) or in program order (the
+    interpreter, which runs one program after another):
+    - tiles are numbered by a ticket taken when a program starts, not by program id: tile t's
+      predecessors all started before it (are resident or done) and never wait for it, so its
+      look-back, which waits only on them, ends (the forward-progress argument of a decoupled
+      look-back scan);
+    - a tile publishes its own count (AGGREGATE) before looking back, and the count of runs up to
+      it (PREFIX) once it knows it; the look-back adds its predecessors' counts from t - 1 down
+      until a PREFIX, which already includes everything before it: the exclusive count is exact;
+    - every slot has one final writer: a key at position i goes to slot runs-before-it <= i, so the
+      keys landing in tile u's index range come from tiles >= u, and tile u writes INT64_MAX over
+      its whole range before publishing anything (release; its threads' stores ordered before the
+      publication by the barrier; one thread of a program makes each scalar atomic and hands its
+      answer to the others through a barrier); a tile writes keys only after its look-back acquired, directly
+      or through a later tile's PREFIX, the publication of every tile before it: slots below the
+      total end holding their key, the others INT64_MAX;
+    - the values are exact integers: the result is the two-launch version's bit for bit, in any
+      order of work."""
+    tile = tl.atomic_add(scratch, 1, sem="relaxed", scope="gpu")     # tiles in the order programs start
+    i = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = i < c
+    tl.store(unique + i, tl.full((BLOCK,), INT64_MAX, tl.int64), mask=inside)
     flag, key = _first_of_run(sorted_keys, i, c)
-    slot = tl.load(runs + i, mask=i < c, other=1).to(tl.int64) - 1
+    own = tl.reduce(flag, 0, _add).to(tl.int64)
+    state = scratch + 2 + tile
+    tl.debug_barrier()      # every thread's INT64_MAX stores before the publication (released with it)
+    tl.atomic_xchg(state, own + _AGGREGATE, sem="release", scope="gpu")
+    before = own * 0        # the runs before this tile: an int64 scalar (tl.zeros is a library jit function)
+    j = tile - 1
+    while j >= 0:
+        word = tl.atomic_add(scratch + 2 + j, 0, sem="acquire", scope="gpu")
+        # 0: not published yet (ask again); AGGREGATE: add it, go on to j - 1; PREFIX: add it, done
+        before += tl.where(word != 0, word & _LOW, 0)
+        j = tl.where(word >= _PREFIX, -1, tl.where(word != 0, j - 1, j))
+    tl.atomic_xchg(state, before + own + _PREFIX, sem="release", scope="gpu")
+    slot = before + tl.associative_scan(flag, 0, _add).to(tl.int64) - 1
     tl.store(unique + slot, key, mask=flag == 1)
-    total = tl.load(runs + c - 1).to(tl.int64)
-    tl.store(unique + i, tl.full((BLOCK,), INT64_MAX, tl.int64), mask=(i < c) & (i >= total))
-    tl.store(count, total.to(tl.int32), mask=pid == 0)
+    last = (c + (BLOCK - 1)) // BLOCK - 1     # not tl.cdiv: a library jit function, see plan_kernels.py
+    if tile == last:
+        tl.store(count, (before + own).to(tl.int32))
+    # the last program to finish (every look-back done) puts the scratch back to zeros
+    tl.debug_barrier()
+    done = tl.atomic_add(scratch + 1, 1, sem="acq_rel", scope="gpu")
+    if done == last:
+        for t0 in range(0, last + 1, BLOCK):
+            t = t0 + tl.arange(0, BLOCK)
+            tl.store(scratch + 2 + t, tl.full((BLOCK,), 0, tl.int64), mask=t <= last)
+        tl.store(scratch, 0)
+        tl.store(scratch + 1, 0)

@@ -1,6 +1,7 @@
 """The schedule data of one neighbor map for the mask-gated kernels (gather_kernels.py), built
 on the device (no host read) by two Triton kernels (plan_kernels.py) around one stable torch
-sort, and cached per map tensor.
+sort -- one kernel for a map an accelerator builder made from a Triton lookup, whose launch
+wrote the row keys (below) already -- and cached per map tensor.
 
 For a map ``nbr`` [M, K] and a row-tile height ``block_m``:
 
@@ -19,7 +20,11 @@ offsets in ascending offset order, as the ungated kernel did.
 
 The bitmask of a row has bit k set where nbr[m, k] >= 0, for the first 63 offsets (K > 63:
 rows that differ only in later offsets sort together; that costs issued work, never results);
-the key is int32 where the bitmask fits (K <= 31), a narrower sort.
+the key is int32 where the bitmask fits (K <= 31), a narrower sort. A map a builder made from
+a ``_sorted_key_lookup`` on CUDA comes with its keys (map_kernels.sorted_key_lookup_kernel writes
+them with the positions; the builder keeps them with the map, built_maps.row_key, in the map's
+row order): its plans skip row_mask_kernel. Any other map (a transposed map, a map a user made or
+changed in place, a map from another path) gets its keys from row_mask_kernel.
 
 Cache: keyed on the map tensor's identity (weakly: an entry goes with its tensor), valid while
 its in-place version counter is unchanged; an in-place write bumps the version (a new plan).
@@ -69,16 +74,16 @@ def _build(nbr: torch.Tensor, block_m: int) -> MapPlan:
     if m == 0 or kvol == 0:
         return MapPlan(order32, counts.zero_(), offsets, present, block_m, _version(nbr))
     nbr = launch.aligned(nbr)
-    bits = min(kvol, KEY_BITS)
-    # int32 keys where the bitmask fits (a narrower sort), int64 up to 63 offsets
-    key = torch.empty((m,), dtype=torch.int32 if bits <= 31 else torch.int64, device=dev)
     k = launch.plan_kernels()
-    launch.run(k.row_mask_kernel, "row_mask", "int32", f"m{KEY_ROWS}", (-(-m // KEY_ROWS),), (nbr, key),
-               m, kvol, bits, BLOCK_M=KEY_ROWS, BLOCK_K=_pow2(bits))
+    key = built_maps.row_key(nbr)   # written by the lookup the map was built from, if it was
+    if key is None:
+        key = torch.empty((m,), dtype=key_dtype(kvol), device=dev)
+        launch.run(k.row_mask_kernel, "row_mask", "int32", f"m{KEY_ROWS}", (-(-m // KEY_ROWS),), (nbr, key),
+                   m, kvol, key_bits(kvol), BLOCK_M=KEY_ROWS, BLOCK_K=pow2(key_bits(kvol)))
     order = torch.sort(key, stable=True).indices
     launch.run(k.tile_plan_kernel, "tile_plan", "int32", f"m{block_m}", (tiles,),
                (nbr, order, order32, counts, offsets, present), m, kvol,
-               BLOCK_M=block_m, BLOCK_K=min(_pow2(kvol), MAX_OFFSET_BLOCK))
+               BLOCK_M=block_m, BLOCK_K=min(pow2(kvol), MAX_OFFSET_BLOCK))
     return MapPlan(order32, counts, offsets, present, block_m, _version(nbr))
 
 
@@ -89,7 +94,7 @@ def reference_build(nbr: torch.Tensor, block_m: int) -> MapPlan:
     m, kvol = nbr.shape
     tiles = -(-m // block_m)
     live = nbr >= 0
-    bits = min(kvol, KEY_BITS)
+    bits = key_bits(kvol)
     key = live.narrow(1, 0, bits).long().bitwise_left_shift(torch.arange(bits, device=nbr.device)).sum(1)
     order = torch.sort(key, stable=True).indices
     padding = torch.zeros((tiles * block_m - m, kvol), dtype=torch.bool, device=nbr.device)
@@ -100,8 +105,18 @@ def reference_build(nbr: torch.Tensor, block_m: int) -> MapPlan:
                    block_m, _version(nbr))
 
 
-def _pow2(n: int) -> int:
+def pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
+
+
+def key_bits(kvol: int) -> int:
+    """The offsets whose presence bits make up a row's key."""
+    return min(kvol, KEY_BITS)
+
+
+def key_dtype(kvol: int) -> torch.dtype:
+    """int32 keys where the bitmask fits (a narrower sort), int64 up to 63 offsets."""
+    return torch.int32 if key_bits(kvol) <= 31 else torch.int64
 
 
 def _version(nbr: torch.Tensor) -> int:

@@ -1,16 +1,22 @@
-"""The CUDA backend's map primitives (host side): _conv_out_keys and _sorted_key_lookup as one
-Triton launch each, _unique_sorted_keys as two around one torch cumsum (of the first-of-run flags)
-(map_kernels.py), instead of the torch-operator fallbacks (fallback.py), whose contracts
-(kernels/schema/schema.cpp) and results they keep bit for bit. Nothing is read on the host.
+"""The CUDA backend's map primitives (host side): _conv_out_keys, _sorted_key_lookup and
+_unique_sorted_keys as one Triton launch each (map_kernels.py; the last a single-pass scan),
+instead of the torch-operator fallbacks (fallback.py), whose contracts (kernels/schema/schema.cpp)
+and results they keep bit for bit. Nothing is read on the host.
+
+The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
+(map_plan.py), kept with its result (built_maps.keep_lookup_row_key): a builder that makes a map
+from it keeps the keys with the map, and the map's plans skip their row_mask launch.
 """
 import torch
 
 from .._core import contract as op_args
-from .._accelerator import fallback
-from . import launch
+from .._accelerator import built_maps, fallback
+from . import launch, map_plan
 
-# Elements per program (input rows of one offset; lookup entries).
+# Elements per program (input rows of one offset; lookup entries: whole rows, offsets at most
+# MAX_LOOKUP_OFFSETS at a time).
 BLOCK = 1024
+MAX_LOOKUP_OFFSETS = 128
 # conv_out_keys_kernel's axes (more: the fallback).
 MAX_AXES = 4
 # CUDA's limit on the second grid dimension (conv_out_keys_kernel's blocks of rows).
@@ -44,16 +50,27 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
     return out
 
 
+def lookup_blocks(kvol: int):
+    """(rows, offsets) of a lookup program's block: whole rows, BLOCK entries in all."""
+    block_k = min(map_plan.pow2(kvol), MAX_LOOKUP_OFFSETS)
+    return max(1, BLOCK // block_k), block_k
+
+
 def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     s, kvol, c = query_keys.shape[0], key_deltas.shape[0], sorted_keys.shape[0]
     if s * kvol >= INT32_LIMIT or c >= INT32_LIMIT:
         return fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
     out = torch.empty((s, kvol), dtype=torch.int32, device=query_keys.device)
-    if c == 0:
+    if c == 0 or s == 0 or kvol == 0:
         return out.fill_(fallback.NO_NEIGHBOR)
-    launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{BLOCK}",
-               (_cdiv(s * kvol, BLOCK),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out),
-               s, kvol, c, c.bit_length(), BLOCK=BLOCK)
+    # the rows' neighbour bitmasks come with the positions (same launch): kept with the result,
+    # for the map a builder makes from it (built_maps.lookup_row_key; map_plan.py reads them)
+    key = torch.empty((s,), dtype=map_plan.key_dtype(kvol), device=query_keys.device)
+    block_s, block_k = lookup_blocks(kvol)
+    launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{block_s}x{block_k}",
+               (_cdiv(s, block_s),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key),
+               s, kvol, c, c.bit_length(), map_plan.key_bits(kvol), BLOCK_S=block_s, BLOCK_K=block_k)
+    built_maps.keep_lookup_row_key(out, key)
     return out
 
 
@@ -65,16 +82,29 @@ def unique_sorted_keys(sorted_keys):
     count = torch.empty((1,), dtype=torch.int32, device=dev)
     if c == 0:
         return unique, count.zero_()
-    sorted_keys = launch.aligned(sorted_keys)
     blocks = _cdiv(c, BLOCK)
-    first = torch.empty((c,), dtype=torch.int32, device=dev)
-    k = launch.map_kernels()
-    launch.run(k.first_of_runs_kernel, "first_of_runs", "int64", f"b{BLOCK}", (blocks,), (sorted_keys, first),
-               c, BLOCK=BLOCK)
-    runs = torch.cumsum(first, 0, dtype=torch.int32)     # c < 2^31 - 1 (above: the fallback)
-    launch.run(k.compact_runs_kernel, "compact_runs", "int64", f"b{BLOCK}", (blocks,),
-               (sorted_keys, runs, unique, count), c, BLOCK=BLOCK)
+    launch.run(launch.map_kernels().unique_runs_kernel, "unique_runs", "int64", f"b{BLOCK}", (blocks,),
+               (launch.aligned(sorted_keys), unique, count, scan_scratch(sorted_keys, blocks)), c, BLOCK=BLOCK)
     return unique, count
+
+
+# (device, stream) -> unique_runs_kernel's scratch: int64 zeros (two tickets, one state word per
+# tile), which the launch's last program sets back to zeros (so no launch zero-fills it). Launches
+# on one stream run one after another; another stream has its own. Grown (a fresh zeroed tensor)
+# when a launch has more tiles.
+_scratch = {}
+MIN_SCAN_TILES = 4096
+
+
+def scan_scratch(like: torch.Tensor, blocks: int) -> torch.Tensor:
+    if launch.is_fake(like):
+        return like.new_zeros((2 + blocks,), dtype=torch.int64)
+    stream = torch.cuda.current_stream(like.device).stream_id if like.is_cuda else None
+    found = _scratch.get((like.device, stream))
+    if found is None or found.numel() < 2 + blocks:
+        found = _scratch[(like.device, stream)] = like.new_zeros((2 + max(blocks, MIN_SCAN_TILES),),
+                                                                 dtype=torch.int64)
+    return found
 
 
 PRIMITIVES = {

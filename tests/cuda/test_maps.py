@@ -139,6 +139,26 @@ def test_triton_map_primitives_equal_the_fallbacks(ndim):
                            fallback.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000))
 
 
+@pytest.mark.parametrize("c", [1, 1023, 1024, 1025, 3 * 1024 + 7])
+def test_single_pass_unique_keys_equal_the_fallback(c):
+    """unique_runs_kernel (one launch: a look-back scan over tiles of 1024 keys) against the
+    torch-operator fallback, bit for bit: runs across tile edges, all keys equal, all distinct,
+    all sentinels; its scratch is zeros again after every launch (no launch zero-fills it)."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import launch, map_primitives
+    g = torch.Generator().manual_seed(c)
+    sentinel = 2**63 - 1
+    cases = [torch.randint(0, 40, (c,), generator=g), torch.randint(0, 2**62, (c,), generator=g),
+             torch.full((c,), 7), torch.full((c,), sentinel), torch.arange(c) // 3]
+    for keys in cases:
+        keys = torch.sort(torch.where(torch.rand(c, generator=g) < 0.2, sentinel, keys)).values
+        before = sum(n for (name, _, _), n in launch.launches.items() if name == "unique_runs")
+        got, want = map_primitives.unique_sorted_keys(keys), fallback.unique_sorted_keys(keys)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+        assert sum(n for (name, _, _), n in launch.launches.items() if name == "unique_runs") == before + 1
+        assert not bool(map_primitives._scratch[(keys.device, None)].any())
+
+
 def test_triton_output_keys_on_a_grid_beyond_int32():
     """2^20 cells per axis: output keys reach 2^58 (int64 products in the kernel)."""
     from mx_sparse._accelerator import fallback

@@ -148,11 +148,12 @@ def batch_norm_configurations():
 # The map builders' and map plans' kernels (map_kernels.py, plan_kernels.py), as map_primitives.py
 # and map_plan.py launch them. Triton's interpreter runs kernels a compiler refuses (a plain Python
 # global read in a kernel: seen on an H100), so every one of them is compiled here too.
-MAP_KERNELS = ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "first_of_runs_kernel", "compact_runs_kernel",
+MAP_KERNELS = ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "unique_runs_kernel",
                "row_mask_kernel", "tile_plan_kernel", "tile_lists_kernel")
 
 
 def map_configurations():
+    import torch
     from mx_sparse._cuda import map_plan, map_primitives, tile_lists
     block = {"BLOCK": map_primitives.BLOCK}
     axes = {f"{a}{d}": "i32" for a in "okspd" for d in range(map_primitives.MAX_AXES)}
@@ -160,25 +161,27 @@ def map_configurations():
         yield ("conv_out_keys_kernel", "int64", "-", f"b{map_primitives.BLOCK}-{ndim}d",
                {"indices": "*i32", "out": "*i64", "n": "i32", "kvol": "i32", "cells": "i64", **axes,
                 "NDIM": "constexpr", "BLOCK": "constexpr"}, {"NDIM": ndim, **block}, {})
-    lookup = {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32",
-              "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "BLOCK": "constexpr"}
-    yield "sorted_key_lookup_kernel", "int64", "-", f"b{map_primitives.BLOCK}", lookup, block, {}
-    yield ("first_of_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
-           {"sorted_keys": "*i64", "first": "*i32", "c": "i32", "BLOCK": "constexpr"}, block, {})
-    yield ("compact_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
-           {"sorted_keys": "*i64", "runs": "*i32", "unique": "*i64", "count": "*i32", "c": "i32",
+    for kvol in (1, 8, 27, 125):            # 1x1x1 .. 5x5x5 kernels (larger ones: 125's code, BLOCK_K 128)
+        key = "*i32" if map_plan.key_dtype(kvol) == torch.int32 else "*i64"
+        block_s, block_k = map_primitives.lookup_blocks(kvol)
+        yield ("sorted_key_lookup_kernel", "int64", "-", f"b{block_s}x{block_k}-k{kvol}",
+               {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32", "key": key,
+                "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "bits": "i32",
+                "BLOCK_S": "constexpr", "BLOCK_K": "constexpr"}, {"BLOCK_S": block_s, "BLOCK_K": block_k}, {})
+    yield ("unique_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
+           {"sorted_keys": "*i64", "unique": "*i64", "count": "*i32", "scratch": "*i64", "c": "i32",
             "BLOCK": "constexpr"}, block, {})
     for kvol in (1, 8, 27, 125):            # the kernel volumes of 1x1x1, 2x2x2, 3x3x3, 5x5x5 kernels
         bits = min(kvol, map_plan.KEY_BITS)
         key = "*i32" if bits <= 31 else "*i64"
         yield ("row_mask_kernel", "int32", "-", f"m{map_plan.KEY_ROWS}-k{kvol}",
                {"nbr": "*i32", "key": key, "m": "i32", "kvol": "i32", "bits": "i32", "BLOCK_M": "constexpr",
-                "BLOCK_K": "constexpr"}, {"BLOCK_M": map_plan.KEY_ROWS, "BLOCK_K": map_plan._pow2(bits)}, {})
+                "BLOCK_K": "constexpr"}, {"BLOCK_M": map_plan.KEY_ROWS, "BLOCK_K": map_plan.pow2(bits)}, {})
         for block_m in sorted({t.block_m for _, t in (*tiles.GATHER_TILES, *tiles.FILTER_TILES)}):
             yield ("tile_plan_kernel", "int32", "-", f"m{block_m}-k{kvol}",
                    {"nbr": "*i32", "order": "*i64", "order32": "*i32", "counts": "*i32", "offsets": "*i32",
                     "present": "*i32", "m": "i32", "kvol": "i32", "BLOCK_M": "constexpr", "BLOCK_K": "constexpr"},
-                   {"BLOCK_M": block_m, "BLOCK_K": min(map_plan._pow2(kvol), map_plan.MAX_OFFSET_BLOCK)}, {})
+                   {"BLOCK_M": block_m, "BLOCK_K": min(map_plan.pow2(kvol), map_plan.MAX_OFFSET_BLOCK)}, {})
     for aligned in (False, True):
         yield ("tile_lists_kernel", "int32", "-", f"t{tile_lists.BLOCK_T}" + ("a" if aligned else ""),
                {"present": "*i32", "lists": "*i32", "counts": "*i32", "tiles": "i32", "kvol": "i32", "gates": "i32",
