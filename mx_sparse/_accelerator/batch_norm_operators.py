@@ -59,32 +59,25 @@ def _pre_relu(x, scale, shift):
 
 
 def _relu_gate(grad, x, scale, shift, shift64=None):
-    """grad where x * scale + shift > 0 as the CPU kernels decide it, else 0: for float32 the
-    exact product plus one rounding (one float64 addcmul: shift widened -- ``shift64`` when the
+    """grad where x * scale + shift > 0 as the CPU kernels decide it, else 0 (NaN: 0): for float32
+    the exact product plus one rounding (one float64 addcmul: shift widened -- ``shift64`` when the
     forward made it --, x and scale promoted, so whether it fuses the multiply-add does not
     matter), for float64 two roundings (a product, then a sum: no fused multiply-add). At the
     boundary (a one-row batch: x * scale == -shift) one more or one less rounding would flip the
-    gradient of a whole channel."""
+    gradient of a whole channel.
+
+    The gate itself is leaky_relu_backward with slope 0 (grad where pre > 0, else grad * 0: the
+    comparison false for NaN, as the kernels'), one operator in place of a comparison and a
+    where, and on the CPU ~4x faster than where's unvectorised loop. Its operands share a dtype:
+    the float64 pre-activation of float32 features is narrowed first, which keeps its sign (and
+    NaN) except where |x * scale + shift| <= 2^-150, float32's underflow, counted as not passed.
+    A gated element is grad * 0: 0 (or -0.0) for a finite grad, NaN for an infinite or NaN one
+    (a diverged step), where the kernels give 0."""
     if x.dtype == torch.float64:
         pre = torch.mul(x, scale).add_(shift)
     else:
-        pre = torch.addcmul(shift.double() if shift64 is None else shift64, x, scale)
-    return torch.where(pre > 0, grad, _zero(grad))   # zero a tensor: a Python 0 costs one more operator
-
-
-# (dtype, device) -> a 0-dim zero, made once: these ops run on real tensors only (the fake
-# kernels are registered apart), so a plain dict will do (voxel_keys.constant also serves fake
-# traces: a device object and a dispatch-mode query per lookup)
-_ZEROS = {}
-
-
-def _zero(like):
-    key = (like.dtype, like.device)
-    zero = _ZEROS.get(key)
-    if zero is None:
-        with torch.inference_mode(False):   # usable outside inference_mode too
-            zero = _ZEROS[key] = torch.zeros((), dtype=like.dtype, device=like.device)
-    return zero
+        pre = torch.addcmul(shift.double() if shift64 is None else shift64, x, scale).to(grad.dtype)
+    return torch.ops.aten.leaky_relu_backward(grad, pre, 0.0, False)
 
 
 class _Twins(NamedTuple):
