@@ -124,7 +124,8 @@ def _remove_emulator_device_work(removed):
     recorded bytes back instead of emulating the kernel, as the CUDA path's map kernels: an
     emulated launch starts and joins one thread per AI core (~40 threads, 8 MB stacks mapped and
     unmapped), which leaves the host thread's caches cold, ~0.1 ms of host time after each launch
-    that no NPU launch costs. The copies (a few KB) count as host time."""
+    that no NPU launch costs. The copies (a few KB) stand for the launch's device work and are
+    timed out with it, as the CUDA path's."""
     import ctypes
     from mx_sparse.runtime import ascend
     call = ascend._call
@@ -138,15 +139,18 @@ def _remove_emulator_device_work(removed):
             removed.run_timed(call, fn_name, *args)
             removed.recorded.append((fn_name, [ctypes.string_at(address, size) for address, size in outputs(args)]))
             return None
+        return removed.run_timed(replay, fn_name, outputs(args))
+
+    def replay(fn_name, outputs):
+        """The launch's recorded outputs copied back (the device work it stands for: timed out)."""
         name, values = removed.recorded[removed.replayed] if removed.replayed < len(removed.recorded) else (None, [])
-        if name != fn_name or [len(v) for v in values] != [size for _, size in outputs(args)]:
+        if name != fn_name or [len(v) for v in values] != [size for _, size in outputs]:
             raise RuntimeError(f"bench.host_cost: launch {removed.replayed} of the step is {fn_name} with outputs of "
-                               f"{[size for _, size in outputs(args)]} bytes, the recording's {name} of "
+                               f"{[size for _, size in outputs]} bytes, the recording's {name} of "
                                f"{[len(v) for v in values]}: the steps differ, the recording does not apply")
-        for (address, _), value in zip(outputs(args), values):
+        for (address, _), value in zip(outputs, values):
             ctypes.memmove(address, value, len(value))
         removed.replayed += 1
-        return None
 
     ascend._call = stubbed
 
