@@ -16,9 +16,9 @@ operators a call:
                     stack, one cast; mean and invstd are the contract's float64 outputs, the
                     shift row is the backward's ReLU gate)
   scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
-  backward          4 operators: the ReLU mask (one float64 addcmul, > 0, where), then
-                    native_batch_norm_backward over x with the forward's own mean and invstd
-                    (dx, dgamma, dbeta)
+  backward          4 operators: the ReLU gate (one float64 addcmul narrowed to float32, one
+                    leaky_relu_backward of slope 0), then native_batch_norm_backward over x
+                    with the forward's own mean and invstd (dx, dgamma, dbeta)
 
 The backward finds the forward's float32 mean and invstd and the float64 shift through the
 float64 mean it gets (``_FORWARD_TWINS``: by identity, with version counters, so a tensor changed
@@ -30,8 +30,9 @@ general route below: torch's mean and var in the compute dtype, the per-channel 
 float64, ~18 operators a call.
 
 Computed in float32 for float32, float16 and bfloat16 features (float64 for float64). The
-backward's ReLU mask comes from a float64 product (one temporary of the features' size): the CPU
-kernels' exact decision at the boundary (a one-row batch: x * scale == -shift). No host read.
+backward's ReLU gate comes from a float64 product (one temporary of the features' size): the CPU
+kernels' exact decision at the boundary (a one-row batch: x * scale == -shift; _relu_gate says
+where it is not theirs). No host read.
 Within 1e-6 relative of the CPU kernels, not their bits, and bit for bit from run to run
 (tests/accelerator/test_batch_norm_operators.py, the NPU path's training step and fuzz).
 """
