@@ -19,7 +19,8 @@ Each path runs in its own interpreter (the switches are read at import):
   interpreter in the first warm-up step and are replayed from a recording afterwards;
 - ``npu``:  MXS_NPU_ON_CPU=1, the same orchestration with the AscendC emulator's launches
   (``mx_sparse.runtime.ascend._call``) removed the same way: the gathers' are stubs, the map primitives'
-  run with their time taken out.
+  run in the emulator in the first warm-up step and are replayed from a recording afterwards (an
+  emulated launch's thread per AI core would leave the host's caches cold around it).
 
 What is left is the host's time: Python orchestration, torch operators (each a kernel launch on a
 device, here run on tiny CPU tensors), autograd. Per path one more step, untimed, counts (with
@@ -30,6 +31,7 @@ launches (Triton / emulator; C++ op calls on the CPU backend) and the host reads
 import argparse
 import gc
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -116,15 +118,50 @@ def _remove_triton_device_work(removed):
     launch.run = stubbed
 
 
+# The map primitives' outputs, from the arguments of their emulator call (runtime/ascend.py's
+# _call: raw addresses and sizes): [(address, bytes)].
+_EMULATOR_OUTPUTS = {
+    "mxs_emu_sorted_key_lookup": lambda a: [(a[8], a[1] * a[5] * 4)],                  # int32 [S, K]
+    "mxs_emu_conv_out_keys": lambda a: [(a[9], a[1] * math.prod(a[5]) * 8)],            # int64 [K*N]
+    "mxs_emu_unique_sorted_keys": lambda a: [(a[2], a[1] * 8), (a[3], 4)],              # int64 [C], int32 [1]
+}
+
+
 def _remove_emulator_device_work(removed):
+    """runtime/ascend.py's _call (one launch: the aclnn call on the NPU) is a stand-in, the host
+    code around it runs as it is. The gathers' are stubs (outputs left as allocated). The map
+    primitives run in the emulator during the first (warm-up) step, and their outputs are
+    recorded after each launch; from then on (the steps are identical) a launch copies the
+    recorded bytes back instead of emulating the kernel, as the CUDA path's map kernels: an
+    emulated launch starts and joins one thread per AI core (~40 threads, 8 MB stacks mapped and
+    unmapped), which leaves the host thread's caches cold, ~0.1 ms of host time after each launch
+    that no NPU launch costs. The copies (a few KB) stand for the launch's device work and are
+    timed out with it, as the CUDA path's."""
+    import ctypes
     from mx_sparse.runtime import ascend
     call = ascend._call
 
     def stubbed(fn_name, *args):
         removed.launches += 1
-        if "gather_mm" in fn_name:       # the compute kernels: outputs left as allocated
+        outputs = _EMULATOR_OUTPUTS.get(fn_name)
+        if outputs is None:      # the compute kernels (gathers): outputs left as allocated
             return None
-        return removed.run_timed(call, fn_name, *args)
+        if removed.recording:
+            removed.run_timed(call, fn_name, *args)
+            removed.recorded.append((fn_name, [ctypes.string_at(address, size) for address, size in outputs(args)]))
+            return None
+        return removed.run_timed(replay, fn_name, outputs(args))
+
+    def replay(fn_name, outputs):
+        """The launch's recorded outputs copied back (the device work it stands for: timed out)."""
+        name, values = removed.recorded[removed.replayed] if removed.replayed < len(removed.recorded) else (None, [])
+        if name != fn_name or [len(v) for v in values] != [size for _, size in outputs]:
+            raise RuntimeError(f"bench.host_cost: launch {removed.replayed} of the step is {fn_name} with outputs of "
+                               f"{[size for _, size in outputs]} bytes, the recording's {name} of "
+                               f"{[len(v) for v in values]}: the steps differ, the recording does not apply")
+        for (address, _), value in zip(outputs, values):
+            ctypes.memmove(address, value, len(value))
+        removed.replayed += 1
 
     ascend._call = stubbed
 

@@ -36,6 +36,42 @@ def test_report_fields_and_ratios():
     assert "ratios" not in host_cost.report({"cuda": results["cuda"]}, 7)
 
 
+def test_npu_map_launches_replay_their_recording(monkeypatch):
+    """The NPU path's map primitives run in the emulator while recording, and copy the recorded
+    outputs back afterwards (hand-computed lookups); a step that launches otherwise than the
+    recording is an error, not a wrong map."""
+    torch = pytest.importorskip("torch")
+    from mx_sparse.runtime import ascend
+    if not ascend.emulator_available():
+        pytest.skip("the AscendC emulator needs the kernel sources and a C++ compiler")
+    monkeypatch.setattr(ascend, "_call", ascend._call)   # put back after the test
+    removed = host_cost._Removed()
+    host_cost._remove_emulator_device_work(removed)
+    query, keys, deltas = torch.tensor([10, 20]), torch.tensor([9, 10, 11, 20]), torch.tensor([-1, 0, 1])
+    want = torch.tensor([[0, 1, 2], [-1, 3, -1]], dtype=torch.int32)
+    sentinel = torch.iinfo(torch.int64).max
+    sorted_keys = torch.tensor([1, 1, 4, sentinel])
+
+    def launches():
+        return ascend.sorted_key_lookup(query, keys, deltas, 3, 100), ascend.unique_sorted_keys(sorted_keys)
+
+    found, (unique, count) = launches()
+    assert torch.equal(found, want) and count.tolist() == [2] and unique[:2].tolist() == [1, 4]
+    assert removed.seconds > 0 and len(removed.recorded) == 2
+    removed.replay_from_start()
+    emulated = ascend.emulator_stats()
+    seconds = removed.seconds
+    again, (unique_again, count_again) = launches()
+    assert torch.equal(again, want) and torch.equal(unique_again[:2], unique[:2]) and torch.equal(count_again, count)
+    assert ascend.emulator_stats() == emulated            # nothing emulated: the recording copied back
+    assert removed.seconds > seconds and removed.replayed == 2 and removed.launches == 4   # the copies timed out
+    with pytest.raises(RuntimeError, match="the steps differ"):
+        ascend.unique_sorted_keys(sorted_keys)          # a third launch: none was recorded
+    removed.replay_from_start()
+    with pytest.raises(RuntimeError, match="the steps differ"):
+        ascend.unique_sorted_keys(sorted_keys)          # recorded first: the lookup
+
+
 ROW = re.compile(r"\| (?P<name>[^|]+) \| (?P<ms>[\d.]+) \| (?P<ratio>[\d.]+) \| (?P<triton>\d+) \| (?P<emu>\d+) \| "
                  r"(?P<ops>\d+) \| (?P<reads>\d+) \|")
 

@@ -11,7 +11,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cuda"))
-from bn_cases import (DTYPES, OPERATORS_BN, OPERATORS_TOLERANCE, compare_with_cpu, features,  # noqa: E402
+from bn_cases import (CPU, DTYPES, OPERATORS_BN, OPERATORS_TOLERANCE, compare_with_cpu, features,  # noqa: E402
                       float64_reference, forward_case, relative_error, run_all, same_bits)
 
 
@@ -59,6 +59,31 @@ def test_bitwise_from_run_to_run():
     first, again = run_all(OPERATORS_BN, args), run_all(OPERATORS_BN, args)
     for name in first:
         same_bits(again[name], first[name], name)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_relu_gate_at_the_boundary_is_the_cpu_kernels(dtype):
+    """The backward's ReLU gate decides x * scale + shift > 0 as the CPU kernels do, where one
+    rounding more or less flips it: shift = -round(x * scale), so the exact pre-activation is the
+    product's rounding error (either sign, per element), 0 where the product is exact, and NaN
+    where the shift is; as a one-row batch's channels do (x == mean). Gradient 1 on every
+    element: dbeta counts the elements passed, and dx, dgamma follow."""
+    held = torch.float32 if dtype == torch.float32 else torch.float64
+    g = torch.Generator().manual_seed(17)
+    x = (torch.rand(64, 6, generator=g, dtype=torch.float64) + 0.5).to(dtype)
+    x[:8] = 2.0                                          # exact products: pre-activation 0, not passed
+    scale = (torch.rand(6, generator=g, dtype=torch.float64) + 0.5).to(held)
+    shift = -(x[9] * scale)                              # rounded: pre of row 9 is the rounding error
+    shift[5] = float("nan")
+    mean, invstd = x.double().mean(0), torch.rand(6, generator=g, dtype=torch.float64) + 0.5
+    weight = torch.rand(6, generator=g, dtype=torch.float64).to(held) + 0.5
+    args = (torch.ones_like(x), x, mean, invstd, weight, scale, shift, True)
+    ours = OPERATORS_BN["batch_norm_relu_backward"](*args)
+    cpu = CPU["batch_norm_relu_backward"](*args)
+    assert 0 < ours[2][:5].sum() < 64 * 5 and ours[2][5] == 0   # both outcomes occur; NaN never passes
+    for name, a, b in zip(("dx", "dgamma", "dbeta"), ours, cpu):
+        assert torch.equal(a.isnan(), b.isnan()), name
+    assert torch.equal(ours[2], cpu[2]), (ours[2], cpu[2])   # the same elements passed, channel by channel
 
 
 class _CountOps(TorchDispatchMode):
