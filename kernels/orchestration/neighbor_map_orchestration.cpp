@@ -292,9 +292,8 @@ class ConvMapBuild {
     const Values& ends = pads_end.has_value() ? *pads_end : padding;
     at::Tensor count;
     if (indices_checked) {  // indices a builder emitted or checked on this grid: only the count is read
-      const at::Tensor pair_keys = conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding,
-                                                 ends, dilation);
-      std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(pair_keys)));
+      pair_keys_ = conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, ends, dilation);
+      std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(*pair_keys_)));
       to_read = count;
       return;
     }
@@ -302,9 +301,8 @@ class ConvMapBuild {
     // the primitive takes rows inside the grid; until the caller's read says whether the indices are
     // valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
     const at::Tensor inside = at::where(outside.unsqueeze(1), at::Scalar(0), indices);
-    const at::Tensor pair_keys = conv_out_keys(inside, spatial_shape, batch_size, kernel_size, stride, padding, ends,
-                                               dilation);
-    std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(pair_keys)));
+    pair_keys_ = conv_out_keys(inside, spatial_shape, batch_size, kernel_size, stride, padding, ends, dilation);
+    std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(*pair_keys_)));
     to_read = at::cat({flags, count.to(at::kLong)});
   }
 
@@ -313,6 +311,15 @@ class ConvMapBuild {
   // What the caller reads: [output count] for vouched-for indices, else [bad_row, dup_row, output
   // count]; None without input rows.
   std::optional<at::Tensor> to_read;
+
+  // _conv_out_keys' result [K * N] (None without input rows), handed over once: the caller looks up
+  // what the device primitive kept with it (its input rows' offset bitmasks: the row keys of the
+  // map's transpose, mx_sparse/_accelerator/built_maps.py) and drops it.
+  std::optional<at::Tensor> take_pair_keys() {
+    std::optional<at::Tensor> taken = std::move(pair_keys_);
+    pair_keys_.reset();
+    return taken;
+  }
 
   // (out_indices int32 [M, 1+nd] in canonical order, nbr int32 [M, K], out_shape, the lookup's
   // result) for the M read: output o reaches input o*s - p + kp*d, i.e. the key of o*s plus offset
@@ -336,6 +343,7 @@ class ConvMapBuild {
   Values kernel_, stride_, dilation_, padded_;
   int64_t kvol_ = 0, n_ = 0, bound_ = 0;
   at::Tensor in_keys_, order_, out_keys_;
+  std::optional<at::Tensor> pair_keys_;
 };
 
 // ---- the transpose of a built map (neighbor_map._scatter_transpose)
@@ -373,6 +381,7 @@ void register_map_orchestration_functions(pybind11::module_& module) {
            py::arg("indices_checked"))
       .def_readonly("out_shape", &ConvMapBuild::out_shape)
       .def_readonly("to_read", &ConvMapBuild::to_read)
+      .def("take_pair_keys", &ConvMapBuild::take_pair_keys)
       .def("finish", &ConvMapBuild::finish, py::arg("m"));
   // the key arithmetic and the value checks, for the builders still written in Python
   // (mx_sparse/_accelerator/voxel_keys.py, index_checks.py): one implementation of each

@@ -13,7 +13,8 @@ never registered: a write to it could not be seen):
   check for it, and ``transpose_map`` skips its checks and host read; the transpose is kept
   with the map (the map's owner, an ``indice_key``, holds both), so the layers and backward
   passes that share the key compute it once; so are its rows' neighbour bitmasks where the
-  device lookup wrote them (CUDA), which the map's plans then need not compute.
+  device lookup wrote them (CUDA), which the map's plans then need not compute, and for a
+  strided map those of its transpose's rows, where the device's _conv_out_keys wrote them.
 
 Nothing here reads device data. Under torch.compile the ops run on the graph's tensors: a tensor
 the registry does not know is checked as before.
@@ -54,19 +55,21 @@ def indices_checked(indices: torch.Tensor, shape: Sequence[int], batch_size: int
 
 
 class _Built:
-    __slots__ = ("version", "rows", "transpose", "transpose_version", "row_key")
+    __slots__ = ("version", "rows", "transpose", "transpose_version", "row_key", "transpose_row_key")
 
-    def __init__(self, version, rows, row_key):
-        self.version, self.rows, self.row_key = version, rows, row_key
+    def __init__(self, version, rows, row_key, transpose_row_key):
+        self.version, self.rows, self.row_key, self.transpose_row_key = version, rows, row_key, transpose_row_key
         self.transpose, self.transpose_version = None, None
 
 
-def vouch_map(nbr: torch.Tensor, rows: int, row_key: Optional[torch.Tensor] = None) -> None:
+def vouch_map(nbr: torch.Tensor, rows: int, row_key: Optional[torch.Tensor] = None,
+              transpose_row_key: Optional[torch.Tensor] = None) -> None:
     """``nbr`` is a map a builder made: entries in [-1, rows), each (input row, offset) once;
-    ``row_key``, where given, its rows' neighbour bitmasks (see lookup_row_key)."""
+    ``row_key``, where given, its rows' neighbour bitmasks (see lookup_row_key), and
+    ``transpose_row_key`` [rows] those of its transpose on ``rows`` rows (see pair_row_key)."""
     version = _version(nbr)
     if version is not None:
-        _built_maps[nbr] = _Built(version, rows, row_key)
+        _built_maps[nbr] = _Built(version, rows, row_key, transpose_row_key)
 
 
 def row_key(nbr: torch.Tensor) -> Optional[torch.Tensor]:
@@ -115,12 +118,36 @@ def lookup_row_key(found: torch.Tensor) -> Optional[torch.Tensor]:
     return entry[1] if entry is not None and entry[0] == _version(found) else None
 
 
+# What a device _conv_out_keys (CUDA) wrote beside its result [K * N] in the same launch: each
+# input row's offset bitmask (bit k for the first 63 offsets k that reach an output). Every output
+# a pair reaches is one of the strided map's outputs (they are those pairs' distinct keys), and
+# its lookup finds that input there: input n has offset k in the map's transpose exactly where the
+# pair (k, n) reaches an output, so these are the transpose's row keys. Keyed by the result
+# tensor; the builder takes them (ConvMapBuild.take_pair_keys) and keeps them with the map
+# (vouch_map's transpose_row_key), for the transpose on the map's own input rows.
+_pair_row_keys = WeakIdMap()
+
+
+def keep_pair_row_key(pair_keys: torch.Tensor, key: torch.Tensor) -> None:
+    """``key`` [N] holds each input row's offset bitmask for ``_conv_out_keys``' result [K * N]."""
+    if _version(pair_keys) is not None:
+        _pair_row_keys[pair_keys] = (pair_keys._version, key)
+
+
+def pair_row_key(pair_keys: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The row keys kept with ``pair_keys`` (unchanged since), else None."""
+    entry = None if pair_keys is None else _pair_row_keys.get(pair_keys)
+    return entry[1] if entry is not None and entry[0] == _version(pair_keys) else None
+
+
 def keep_transpose(nbr: torch.Tensor, nbr_t: torch.Tensor) -> None:
-    """Keeps ``nbr_t`` with the built map ``nbr`` (and vouches for it: entries below nbr's row count)."""
+    """Keeps ``nbr_t`` with the built map ``nbr`` (and vouches for it: entries below nbr's row count;
+    with its row keys where the builder kept them and ``nbr_t`` has the map's input rows)."""
     entry = _entry(nbr)
     if entry is not None and _version(nbr_t) is not None:
         entry.transpose, entry.transpose_version = nbr_t, nbr_t._version
-        vouch_map(nbr_t, nbr.shape[0])
+        key = entry.transpose_row_key
+        vouch_map(nbr_t, nbr.shape[0], key if key is not None and nbr_t.shape[0] == entry.rows else None)
 
 
 # Packed forms pack_map made (keyed by their values tensor): the three tensors as made (identity

@@ -80,10 +80,12 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
         bad_row, dup_row, m = host_sync.read(build.to_read, "build_conv_map: value checks and output count")
         index_checks.raise_bad_rows(indices, spatial_shape, batch_size, bad_row, dup_row)
         built_maps.vouch_indices(indices, spatial_shape, batch_size)
+    # the input rows' offset bitmasks a device _conv_out_keys wrote (CUDA): the transpose's row keys
+    transpose_key = built_maps.pair_row_key(build.take_pair_keys())
     out_idx, nbr, out_shape, found = build.finish(m)    # the outputs, the lookup and the rows
     built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
     # the map's rows are the lookup's: the row keys a device lookup wrote (CUDA) are the map's
-    built_maps.vouch_map(nbr, indices.shape[0], built_maps.lookup_row_key(found))
+    built_maps.vouch_map(nbr, indices.shape[0], built_maps.lookup_row_key(found), transpose_key)
     return out_idx, nbr, out_shape
 
 

@@ -3,7 +3,10 @@ module imports triton, launch.py imports it when a map is first built).
 
   conv_out_keys_kernel:     out[k*N + n] = key of the output voxel input n reaches through offset
                             k on the output grid, INT64_MAX where there is none (contract:
-                            _conv_out_keys, kernels/schema/schema.cpp)
+                            _conv_out_keys, kernels/schema/schema.cpp), and key[n] = input n's
+                            offset bitmask (bit k for the first KEY_BITS offsets with an output):
+                            the row key of the strided map's transpose (every such output is in
+                            the map), whose plans then need not compute it (no row_mask launch)
   sorted_key_lookup_kernel: out[s, k] = position of query[s] + delta[k] in sorted_keys, or -1
                             (contract: _sorted_key_lookup; a binary search per entry), and
                             key[s] = each row's neighbour bitmask (map_plan.py's row key: bit k
@@ -41,47 +44,59 @@ def _axis(ok, k_rest, coord, shape_out, kernel, stride, pad, dil):
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def conv_out_keys_kernel(indices, out, n, kvol, cells,
+def conv_out_keys_kernel(indices, out, key, n, kvol, cells, bits,
                          o0, o1, o2, o3, k0, k1, k2, k3, s0, s1, s2, s3, p0, p1, p2, p3, d0, d1, d2, d3,
                          NDIM: tl.constexpr, BLOCK: tl.constexpr):
-    k = tl.program_id(0)
-    rows = tl.program_id(1).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    """A program owns BLOCK whole input rows, all their offsets: it writes every output key of its
+    rows and each row's offset bitmask (bit k for the first ``bits`` offsets with an output), so no
+    write is shared between programs (no atomics, no zero-filled buffer)."""
+    rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = rows < n
     width = NDIM + 1
-    ok = inside
-    # axes innermost first (the offset index runs row-major, last axis fastest); a coordinate is
-    # read only where the row exists (num >= 0 tests a real coordinate, never padding)
-    rest = k.to(tl.int64)
-    c = tl.load(indices + rows * width + NDIM, mask=inside, other=0).to(tl.int64)
-    if NDIM == 1:
-        a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
-        key = a0
-    else:
-        if NDIM == 2:
-            a1, ok, rest = _axis(ok, rest, c, o1, k1, s1, p1, d1)
-            c = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
-            a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
-            key = a0 * o1 + a1
+    # a coordinate is read only where the row exists (num >= 0 tests a real coordinate, never padding)
+    c0 = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
+    c1 = c0
+    c2 = c0
+    c3 = c0
+    if NDIM > 1:
+        c1 = tl.load(indices + rows * width + 2, mask=inside, other=0).to(tl.int64)
+    if NDIM > 2:
+        c2 = tl.load(indices + rows * width + 3, mask=inside, other=0).to(tl.int64)
+    if NDIM > 3:
+        c3 = tl.load(indices + rows * width + 4, mask=inside, other=0).to(tl.int64)
+    batch = tl.load(indices + rows * width, mask=inside, other=0).to(tl.int64) * cells  # cells: beyond int32
+    kind = key.dtype.element_ty
+    mask_bits = tl.full((BLOCK,), 0, kind)
+    zero = tl.program_id(0).to(tl.int64) * 0     # an int64 scalar: the offset index below is one in any mode
+    for k in range(0, kvol):
+        # axes innermost first (the offset index runs row-major, last axis fastest)
+        rest = zero + k
+        ok = inside
+        if NDIM == 1:
+            a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
+            at = a0
         else:
-            if NDIM == 3:
-                a2, ok, rest = _axis(ok, rest, c, o2, k2, s2, p2, d2)
-                c = tl.load(indices + rows * width + 2, mask=inside, other=0).to(tl.int64)
-                a1, ok, rest = _axis(ok, rest, c, o1, k1, s1, p1, d1)
-                c = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
-                a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
-                key = (a0 * o1 + a1) * o2 + a2
+            if NDIM == 2:
+                a1, ok, rest = _axis(ok, rest, c1, o1, k1, s1, p1, d1)
+                a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
+                at = a0 * o1 + a1
             else:
-                a3, ok, rest = _axis(ok, rest, c, o3, k3, s3, p3, d3)
-                c = tl.load(indices + rows * width + 3, mask=inside, other=0).to(tl.int64)
-                a2, ok, rest = _axis(ok, rest, c, o2, k2, s2, p2, d2)
-                c = tl.load(indices + rows * width + 2, mask=inside, other=0).to(tl.int64)
-                a1, ok, rest = _axis(ok, rest, c, o1, k1, s1, p1, d1)
-                c = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
-                a0, ok, rest = _axis(ok, rest, c, o0, k0, s0, p0, d0)
-                key = ((a0 * o1 + a1) * o2 + a2) * o3 + a3
-    batch = tl.load(indices + rows * width, mask=inside, other=0).to(tl.int64)
-    key = batch * cells + key       # cells: the grid's product, from the host (beyond int32)
-    tl.store(out + k.to(tl.int64) * n + rows, tl.where(ok, key, INT64_MAX), mask=inside)
+                if NDIM == 3:
+                    a2, ok, rest = _axis(ok, rest, c2, o2, k2, s2, p2, d2)
+                    a1, ok, rest = _axis(ok, rest, c1, o1, k1, s1, p1, d1)
+                    a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
+                    at = (a0 * o1 + a1) * o2 + a2
+                else:
+                    a3, ok, rest = _axis(ok, rest, c3, o3, k3, s3, p3, d3)
+                    a2, ok, rest = _axis(ok, rest, c2, o2, k2, s2, p2, d2)
+                    a1, ok, rest = _axis(ok, rest, c1, o1, k1, s1, p1, d1)
+                    a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
+                    at = ((a0 * o1 + a1) * o2 + a2) * o3 + a3
+        tl.store(out + (zero + k) * n + rows, tl.where(ok, batch + at, INT64_MAX), mask=inside)
+        # bit k where the pair has an output (the shift amount kept below the key's width)
+        in_key = (zero + k) < bits
+        mask_bits |= (ok & in_key).to(kind) << tl.where(in_key, zero + k, 0).to(kind)
+    tl.store(key + rows, mask_bits, mask=inside)
 
 
 @triton.jit(do_not_specialize=_SCALARS)

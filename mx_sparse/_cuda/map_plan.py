@@ -1,7 +1,8 @@
 """The schedule data of one neighbor map for the mask-gated kernels (gather_kernels.py), built
 on the device (no host read) by two Triton kernels (plan_kernels.py) around one stable torch
 sort -- one kernel for a map an accelerator builder made from a Triton lookup, whose launch
-wrote the row keys (below) already -- and cached per map tensor.
+wrote the row keys (below) already, and for its transpose (the pair keys' launch wrote them) --
+and cached per map tensor.
 
 For a map ``nbr`` [M, K] and a row-tile height ``block_m``:
 
@@ -23,8 +24,11 @@ rows that differ only in later offsets sort together; that costs issued work, ne
 the key is int32 where the bitmask fits (K <= 31), a narrower sort. A map a builder made from
 a ``_sorted_key_lookup`` on CUDA comes with its keys (map_kernels.sorted_key_lookup_kernel writes
 them with the positions; the builder keeps them with the map, built_maps.row_key, in the map's
-row order): its plans skip row_mask_kernel. Any other map (a transposed map, a map a user made or
-changed in place, a map from another path) gets its keys from row_mask_kernel.
+row order): its plans skip row_mask_kernel. So do the plans of such a strided map's transpose on
+its input rows (the input gradient's map): map_kernels.conv_out_keys_kernel writes each input
+row's offset bitmask with the pair keys, the builder keeps them with the map and transpose_map
+with the transpose. Any other map (a submanifold map's transpose, a map a user made or changed in
+place, a map from another path) gets its keys from row_mask_kernel.
 
 Cache: keyed on the map tensor's identity (weakly: an entry goes with its tensor), valid while
 its in-place version counter is unchanged; an in-place write bumps the version (a new plan).

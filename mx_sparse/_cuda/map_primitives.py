@@ -5,7 +5,9 @@ and results they keep bit for bit. Nothing is read on the host.
 
 The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
 (map_plan.py), kept with its result (built_maps.keep_lookup_row_key): a builder that makes a map
-from it keeps the keys with the map, and the map's plans skip their row_mask launch.
+from it keeps the keys with the map, and the map's plans skip their row_mask launch. So does
+_conv_out_keys' launch for each input row (bit k where offset k reaches an output): the row keys
+of the strided map's transpose (built_maps.keep_pair_row_key).
 """
 import torch
 
@@ -13,14 +15,13 @@ from .._core import contract as op_args
 from .._accelerator import built_maps, fallback
 from . import launch, map_plan
 
-# Elements per program (input rows of one offset; lookup entries: whole rows, offsets at most
-# MAX_LOOKUP_OFFSETS at a time).
+# Elements per program (lookup entries: whole rows, offsets at most MAX_LOOKUP_OFFSETS at a time;
+# unique_runs_kernel: keys); conv_out_keys_kernel: whole input rows per program, every offset.
 BLOCK = 1024
 MAX_LOOKUP_OFFSETS = 128
+OUT_KEY_ROWS = 128
 # conv_out_keys_kernel's axes (more: the fallback).
 MAX_AXES = 4
-# CUDA's limit on the second grid dimension (conv_out_keys_kernel's blocks of rows).
-MAX_GRID_Y = 65535
 # The kernels take their sizes as int32 scalars; larger problems run the fallbacks.
 INT32_LIMIT = 2**31 - 1
 
@@ -35,7 +36,7 @@ def _per_axis(values, fill):
 
 def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
     ndim = len(spatial_shape)
-    if ndim > MAX_AXES or indices.shape[1] != 1 + ndim or _cdiv(indices.shape[0], BLOCK) > MAX_GRID_Y:
+    if ndim > MAX_AXES or indices.shape[1] != 1 + ndim or indices.shape[0] >= INT32_LIMIT:
         return fallback.conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
     out_shape = op_args.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
     n = indices.shape[0]
@@ -43,10 +44,14 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
     for k, o in zip(kernel_size, out_shape):
         kvol, cells = kvol * k, cells * o
     out = torch.empty((kvol * n,), dtype=torch.int64, device=indices.device)
-    launch.run(launch.map_kernels().conv_out_keys_kernel, "conv_out_keys", "int64", f"b{BLOCK}",
-               (kvol, _cdiv(n, BLOCK), 1), (launch.aligned(indices), out), n, kvol, cells,
+    # each input row's offset bitmask comes with the keys (same launch): kept with the result, for
+    # the transpose of the map a builder makes from it (built_maps.pair_row_key; map_plan.py reads it)
+    key = torch.empty((n,), dtype=map_plan.key_dtype(kvol), device=indices.device)
+    launch.run(launch.map_kernels().conv_out_keys_kernel, "conv_out_keys", "int64", f"b{OUT_KEY_ROWS}",
+               (_cdiv(n, OUT_KEY_ROWS),), (launch.aligned(indices), out, key), n, kvol, cells, map_plan.key_bits(kvol),
                *_per_axis(out_shape, 1), *_per_axis(kernel_size, 1), *_per_axis(stride, 1),
-               *_per_axis(padding, 0), *_per_axis(dilation, 1), NDIM=ndim, BLOCK=BLOCK)
+               *_per_axis(padding, 0), *_per_axis(dilation, 1), NDIM=ndim, BLOCK=OUT_KEY_ROWS)
+    built_maps.keep_pair_row_key(out, key)
     return out
 
 

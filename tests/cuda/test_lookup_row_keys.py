@@ -1,8 +1,9 @@
 """The row keys of a map's plan (mx_sparse/_cuda/map_plan.py: each row's neighbour bitmask) written
 by the Triton lookup the map was built from (map_kernels.sorted_key_lookup_kernel) and kept with the
 map (built_maps.row_key): the map's plans run no row_mask launch and equal
-map_plan.reference_build bit for bit; a map not made that way (a transpose, a map written in place,
-a map a user made) gets its keys from row_mask_kernel as before."""
+map_plan.reference_build bit for bit; so does a strided map's transpose, whose keys the pair keys'
+launch wrote (map_kernels.conv_out_keys_kernel). A map not made that way (a submanifold map's
+transpose, a map written in place, a map a user made) gets its keys from row_mask_kernel as before."""
 import pytest
 import torch
 
@@ -114,3 +115,119 @@ def test_lookup_writes_the_keys_of_its_rows():
         assert key.dtype == map_plan.key_dtype(kvol) and torch.equal(key.long(), expected_key(found))
     empty = map_primitives.sorted_key_lookup(query, keys[:0], deltas, 5, 6000)
     assert bool((empty == -1).all()) and built_maps.lookup_row_key(empty) is None
+
+
+# The strided map's transpose: its row keys come from _conv_out_keys' launch (conv_out_keys_kernel:
+# bit k of input n where the pair (k, n) reaches an output). (spatial shape, kernel, stride, padding,
+# dilation, pads_end): 2D and 3D, kernel sizes 1 to 5 per axis (1 to 125 offsets: int32 and int64
+# keys), strides 1 to 3, symmetric and asymmetric padding, dilations 1 to 3.
+STRIDED = [([9, 10, 11], (3, 3, 3), (2, 2, 2), (1, 1, 1), (1, 1, 1), None),
+           ([9, 10, 11], (2, 2, 2), (2, 2, 2), (0, 0, 0), (1, 1, 1), None),
+           ([9, 10, 11], (5, 5, 5), (2, 2, 2), (2, 2, 2), (1, 1, 1), None),
+           ([9, 10, 11], (3, 1, 1), (2, 1, 1), (0, 0, 0), (1, 1, 1), None),
+           ([9, 10, 11], (1, 4, 5), (1, 3, 2), (0, 1, 2), (1, 1, 2), (0, 2, 1)),
+           ([9, 10, 11], (3, 2, 4), (3, 1, 2), (2, 0, 1), (2, 3, 1), (0, 1, 3)),
+           ([13, 17], (5, 3), (2, 3), (2, 1), (1, 2), None),
+           ([13, 17], (4, 5), (2, 2), (1, 0), (3, 1), (2, 2)),
+           ([13, 17], (1, 1), (2, 1), (0, 0), (1, 1), None)]
+
+
+def check_transpose_keyed(nbr, rows):
+    """The transpose of a builder's strided map on its input rows: the kept keys are the transpose's
+    (by torch operators), its plan runs no row_mask launch and equals reference_build."""
+    nbr_t = CUDA["transpose_map"](nbr, rows)
+    assert torch.equal(nbr_t, CPU.transpose_map(nbr, rows))
+    key = built_maps.row_key(nbr_t)
+    assert key is not None, "the builder kept _conv_out_keys' row keys for the map's transpose"
+    assert key.dtype == map_plan.key_dtype(nbr.shape[1]) and torch.equal(key.long(), expected_key(nbr_t))
+    plan, masks = planned(nbr_t, nbr.shape[0])
+    assert masks == 0, "the strided map's transpose runs no row_mask launch"
+    assert_reference_plan(plan, nbr_t)
+
+
+@pytest.mark.parametrize("case", range(len(STRIDED)))
+def test_strided_map_transpose_keys_come_from_conv_out_keys(case):
+    shape, kernel, stride, padding, dilation, pads_end = STRIDED[case]
+    idx = voxels(shape, 3, density=0.3, seed=10 + case, empty_batches=(1,))
+    args = (shape, 3, list(kernel), list(stride), list(padding), list(dilation),
+            None if pads_end is None else list(pads_end))
+    # fresh indices (the builder checks them), then a 3^d stride-2 map on the outputs it emitted
+    # (vouched for: not checked again)
+    ndim = len(shape)
+    for _ in range(2):
+        out_idx, nbr, out_shape = CUDA["build_conv_map"](idx, *args)
+        want = CPU.build_conv_map(idx, *args)
+        assert torch.equal(out_idx, want[0]) and torch.equal(nbr, want[1])
+        check_transpose_keyed(nbr, idx.shape[0])
+        idx = out_idx
+        args = (list(out_shape), 3, [3] * ndim, [2] * ndim, [1] * ndim, [1] * ndim, None)
+
+
+def test_transpose_on_more_rows_gets_its_keys_from_row_mask():
+    """A transpose on more rows than the map's inputs (rows no entry names): the kept keys are not
+    its rows'; row_mask computes them, the plan still the reference's."""
+    idx = scene(seed=4)
+    _, nbr, _ = CUDA["build_conv_map"](idx, [9, 10, 11], 3, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
+    wide = CUDA["transpose_map"](nbr, idx.shape[0] + 5)
+    assert built_maps.row_key(wide) is None
+    plan, masks = planned(wide, nbr.shape[0])
+    assert masks == 1
+    assert_reference_plan(plan, wide)
+
+
+def test_conv_out_keys_writes_the_offset_bitmasks_of_its_rows():
+    """_conv_out_keys alone, against its fallback and the bitmasks of its pairs (kernel volumes of
+    1, 27, 32, 64 and 625 offsets: int32 and int64 keys, bits past 63 not in the key), 1 to 4 axes."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import map_primitives
+    for shape, kernel in (([50], [1]), ([9, 10, 11], [3, 3, 3]), ([8, 9], [4, 8]), ([6, 7, 5], [4, 4, 4]),
+                          ([4, 5, 3, 6], [5, 5, 5, 5])):
+        ndim = len(shape)
+        idx = voxels(shape, 2, density=0.4, seed=ndim)
+        geometry = (shape, 2, kernel, [2] + [1] * (ndim - 1), [1] * ndim, [1] * (ndim - 1) + [2])
+        pairs = map_primitives.conv_out_keys(idx, *geometry)
+        want = fallback.conv_out_keys(idx, *geometry)
+        assert torch.equal(pairs, want)
+        kvol = want.numel() // idx.shape[0]
+        bits = min(kvol, map_plan.KEY_BITS)
+        reached = (want.view(kvol, -1)[:bits] != 2**63 - 1).long().t()
+        key = built_maps.pair_row_key(pairs)
+        assert key.dtype == map_plan.key_dtype(kvol)
+        assert torch.equal(key.long(), reached.bitwise_left_shift(torch.arange(bits)).sum(1))
+
+
+STEP = """
+import collections, torch
+from bench import host_cost, host_ops
+from mx_sparse._cuda import launch
+from mx_sparse.models import VoxelBackBone8x
+launches = host_ops._stub_triton_launches()     # the compute kernels and plans counted, not run
+data = host_cost.scene(60)
+torch.manual_seed(0)
+net = VoxelBackBone8x(data["features"].shape[1]).train()
+host_cost._one_step(net, data)
+counts = collections.Counter()
+for (name, _, _), n in launches.items():
+    counts[name] += n
+print("LAUNCHES", dict(counts))
+"""
+
+
+def test_training_step_runs_no_row_mask():
+    """A VoxelBackBone8x training step on the CUDA path (MXS_CUDA_ON_CPU=1, a 60-voxel KITTI crop;
+    the map kernels interpreted, the compute kernels counted but not run): every map it plans has
+    its row keys from a map kernel's launch -- the submanifold and strided maps from their lookup,
+    the strided maps' transposes (the input gradients) from _conv_out_keys -- so no row_mask launch."""
+    import ast
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, MXS_CUDA_ON_CPU="1", TRITON_INTERPRET="1", PYTHONPATH=root)
+    done = subprocess.run([sys.executable, "-c", STEP], cwd=root, env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("LAUNCHES "))
+    counts = ast.literal_eval(line.removeprefix("LAUNCHES "))
+    assert counts.get("conv_out_keys") == 4 and counts.get("tile_plan", 0) > 0, counts
+    assert counts.get("row_mask", 0) == 0, counts
