@@ -290,3 +290,40 @@ def test_bn_relu_in_a_residual_block(monkeypatch):
     # not fusable (LeakyReLU): the modules run as they are
     leaky = mx_sparse.bn_relu(x, make_bn(3, torch.float64), nn.LeakyReLU(0.5))
     assert recipe_of(leaky) is None and (leaky < 0).any()
+
+
+def test_gradcheck_float64_through_a_convolution():
+    """Finite differences of conv(relu(bn(x))): the convolution keeps the BatchNorm's input, scale
+    and shift (not y) and its weight gradient applies the activation (kernels/schema/autograd.cpp);
+    x's, gamma's, beta's and the weight's gradients against float64 finite differences."""
+    torch.manual_seed(0)
+    idx = random_voxels([4, 4, 4], 1, density=0.4, seed=3)
+    bn = make_bn(3, torch.float64)
+    conv = mx_sparse.SubMConv3d(3, 2, 3, bias=False, indice_key="g").double()
+    net = mx_sparse.SparseSequential(bn, nn.ReLU(), conv)
+
+    def run(f, gamma, beta, w):
+        x = mx_sparse.SparseConvTensor(f, idx, [4, 4, 4], 1)
+        params = {"0.weight": gamma, "0.bias": beta, "2.weight": w}
+        return torch.func.functional_call(net, params, (x,)).features
+
+    args = (random_features(idx.shape[0], 3, torch.float64).requires_grad_(),
+            bn.weight.detach().clone().requires_grad_(), bn.bias.detach().clone().requires_grad_(),
+            conv.weight.detach().clone().requires_grad_())
+    assert torch.autograd.gradcheck(run, args, fast_mode=True)
+
+
+def test_source_modified_in_place_is_an_error():
+    """The convolution after a fused BatchNorm+ReLU keeps the BatchNorm's input: written to in
+    place after the forward, the backward refuses (as the recipe's check did)."""
+    torch.manual_seed(0)
+    first = mx_sparse.SubMConv3d(4, 8, 3, bias=False, indice_key="a").double()
+    rest = mx_sparse.SparseSequential(nn.BatchNorm1d(8), nn.ReLU(),
+                                      mx_sparse.SubMConv3d(8, 8, 3, indice_key="a")).double()
+    h = first(sparse_input())
+    out = rest(h)
+    with torch.no_grad():
+        h.features.add_(1)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        out.features.sum().backward()
+
