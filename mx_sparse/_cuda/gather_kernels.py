@@ -62,7 +62,7 @@ import triton
 import triton.language as tl
 
 from . import interpreter_compat
-from .batch_norm_kernels import _pre_relu, _stored
+from .batch_norm_kernels import _stored
 from .plan_kernels import gate_tile_list
 
 interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars (see there)
@@ -176,10 +176,11 @@ def _tile_stats(stats, stored, pid_m, m, cols, live, cout, BLOCK_M: tl.constexpr
 
 @triton.jit
 def _activated(a, present, s, b, features, T: tl.constexpr):
-    # relu(a * s + b) as the fused BatchNorm+ReLU stored it (batch_norm_kernels._apply_rows), in
-    # the features' dtype; 0 where no row was loaded
-    z = _pre_relu(a.to(T), s, b).to(T)
-    return tl.where(present, _stored(tl.where(z < 0, 0.0, z), features), 0.0)
+    # relu(a * s + b) as the fused BatchNorm+ReLU stored it (batch_norm_kernels._apply_rows: in
+    # float64 from T operands, s and b given in float64), in the features' dtype; 0 where no row
+    # was loaded (one select: a NaN and -0.0 pass as the ReLU passes them)
+    z = (a.to(T).to(tl.float64) * s + b).to(T)
+    return _stored(tl.where(present & ~(z < 0), z, 0.0), features)
 
 
 @triton.jit(do_not_specialize=_SCALARS[:7])
@@ -218,11 +219,11 @@ def filter_splits_kernel(features, scale, shift, grad, nbr, order, tile_lists, t
     if ACTIVATION:
         # the program's input channels' scale and shift (T), loaded once
         if ALIGNED:
-            s = tl.load(scale + c)[None, :].to(T)
-            b = tl.load(shift + c)[None, :].to(T)
+            s = tl.load(scale + c)[None, :].to(T).to(tl.float64)
+            b = tl.load(shift + c)[None, :].to(T).to(tl.float64)
         else:
-            s = tl.load(scale + in_cols, mask=r_live[None, :], other=0.0).to(T)
-            b = tl.load(shift + in_cols, mask=r_live[None, :], other=0.0).to(T)
+            s = tl.load(scale + in_cols, mask=r_live[None, :], other=0.0).to(T).to(tl.float64)
+            b = tl.load(shift + in_cols, mask=r_live[None, :], other=0.0).to(T).to(tl.float64)
     if CHANNELS_FIRST:
         acc = tl.full((BLOCK_N, BLOCK_K), 0, dtype=ACC)
     else:

@@ -191,8 +191,9 @@ class _FilterLaunch:
         # others in float32), which is the accumulator's
         self.constexprs = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
                                CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile),
-                               num_warps=tile.num_warps, num_stages=tile.num_stages, **constants,
-                               **launch.count_constant(), ACTIVATION=activation, T=constants["ACC"])
+                               num_warps=tiles.filter_warps(dtype, constants["PRECISION"], tile, activation),
+                               num_stages=tile.num_stages, **constants, **launch.count_constant(),
+                               ACTIVATION=activation, T=constants["ACC"])
         # one split: the kernel writes dW itself; else the last split program of a block adds them into dW
         self.constexprs["SUM_SPLITS"] = not (self.splits == 1 and features.dtype == self.acc)
 

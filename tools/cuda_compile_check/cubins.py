@@ -85,9 +85,12 @@ def configurations():
                     # plain and applying the activation of a fused BatchNorm+ReLU's output as it
                     # loads the features (ACTIVATION; T: its compute type, the accumulator's)
                     constexprs.update(SUM_SPLITS=True, T=acc_type[ACC[dtype]])
-                options = {"num_warps": tile.num_warps, "num_stages": tile.num_stages}
                 for variant in _variants(kernel, constexprs):
                     signature.update({name: "constexpr" for name in variant})
+                    warps = tile.num_warps
+                    if kernel == "filter_splits_kernel":
+                        warps = tiles.filter_warps(dtype, precision, tile, variant["ACTIVATION"])
+                    options = {"num_warps": warps, "num_stages": tile.num_stages}
                     yield kernel, dtype, precision, tile.name(), dict(signature), variant, options
     yield from batch_norm_configurations()
     yield from map_configurations()
