@@ -210,7 +210,8 @@ def gather_mm_backprop_filter_one_group(features, grad, nbr, scale=None, shift=N
     activation = scale is not None
     if activation:
         acc = torch.float64 if features.dtype == torch.float64 else torch.float32   # the recompute's types
-        scale, shift = scale.to(acc), shift.to(acc)       # (no copy where they are: the BatchNorm's own)
+        if scale.dtype != acc or shift.dtype != acc:      # (the BatchNorm's own are: no call)
+            scale, shift = scale.to(acc), shift.to(acc)
         features, scale, shift, grad, nbr = launch.aligned_all(features, scale, shift, grad, nbr)
     else:
         features, grad, nbr = launch.aligned_all(features, grad, nbr)
