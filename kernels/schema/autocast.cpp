@@ -5,7 +5,10 @@
 //     floating-point operands are cast to the autocast dtype (bfloat16 on CPU by
 //     default, float16 on CUDA), float64 ones are left alone, and the result
 //     has that dtype. The casts are recorded by autograd, so gradients reach
-//     float32 master weights in float32.
+//     float32 master weights in float32. The features' activation (gather_mm's
+//     source / source_scale / source_shift, the weight gradient's scale / shift)
+//     is never cast: it stays with features that are not cast, and is dropped
+//     (gather_mm) or applied before the cast (gather_mm_backprop_filter) otherwise.
 //   every other op: no cast (the dispatcher's default for autocast keys). The map
 //     builders and pack/unpack take integer tensors; the BatchNorm+ReLU ops
 //     already compute in float32 for bfloat16 features, as torch's batch_norm,
