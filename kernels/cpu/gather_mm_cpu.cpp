@@ -343,6 +343,8 @@ at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features_in, const at
   MapRangeCheck bad;
   const auto acc = accumulate_type(features.scalar_type());
   at::Tensor dw = at::zeros({s.kvol, s.cin_g, cout}, features.options().dtype(acc));
+  // a map without offsets has no entries and dW no rows (the block planner divides by K)
+  if (s.kvol == 0) return dw.to(features.scalar_type());
   if (use_amx(features, s) && groups == 1) {
     const at::Tensor f = features.contiguous(), g = grad.contiguous();
     backprop_filter_bf16_amx(reinterpret_cast<const uint16_t*>(f.data_ptr<at::BFloat16>()), n_in,

@@ -29,7 +29,7 @@ def gather_mm(features, weight, nbr, nbr_t, groups, symmetric=False, source=None
               source_shift=None):
     cin_g, cout_g = op_args.gather_mm_shapes(features, weight, nbr, nbr_t, groups)
     if source is not None or source_scale is not None or source_shift is not None:
-        op_args.gather_mm_activation(features, source, source_scale, source_shift)
+        op_args.gather_mm_activation(features, source, source_scale, source_shift, half_ok=True)
     index_checks.check_gather_map(nbr, features.shape[0])   # CPU tensors: the CPU kernel's error
     if groups == 1:
         return primitives._gather_mm_one_group(features, weight, nbr)
@@ -40,7 +40,7 @@ def gather_mm(features, weight, nbr, nbr_t, groups, symmetric=False, source=None
 def gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric=False, scale=None, shift=None):
     cin_g, cout_g = op_args.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
     if scale is not None or shift is not None:
-        op_args.backprop_filter_activation(features, scale, shift)
+        op_args.backprop_filter_activation(features, scale, shift, half_ok=True)
     index_checks.check_gather_map(nbr, features.shape[0])
     if groups == 1:
         return primitives._gather_mm_backprop_filter_one_group(features, grad, nbr, scale, shift)

@@ -142,14 +142,14 @@ def backprop_filter_shapes(features, grad, nbr, nbr_t, groups) -> Tuple[int, int
     return _cc.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
 
 
-def gather_mm_activation(features, source, source_scale, source_shift) -> bool:
+def gather_mm_activation(features, source, source_scale, source_shift, half_ok: bool = False) -> bool:
     """gather_mm's activation (all three or none; schema.cpp): whether one was given."""
-    return _cc.gather_mm_activation(features, source, source_scale, source_shift)
+    return _cc.gather_mm_activation(features, source, source_scale, source_shift, half_ok)
 
 
-def backprop_filter_activation(features, scale, shift) -> bool:
+def backprop_filter_activation(features, scale, shift, half_ok: bool = False) -> bool:
     """gather_mm_backprop_filter's activation (both or none): whether one was given."""
-    return _cc.backprop_filter_activation(features, scale, shift)
+    return _cc.backprop_filter_activation(features, scale, shift, half_ok)
 
 
 def voxel_grid_extent(voxel_size: Sequence[float], point_cloud_range: Sequence[float]) -> List[int]:
