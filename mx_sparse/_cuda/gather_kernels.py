@@ -217,7 +217,7 @@ def filter_splits_kernel(features, scale, shift, grad, nbr, order, tile_lists, t
         k0 = pid_r * BLOCK_K // cin
         c = (pid_r * BLOCK_K - k0 * cin) // BLOCK_K * BLOCK_K + tl.arange(0, BLOCK_K)
     if ACTIVATION:
-        # the program's input channels' scale and shift (T), loaded once
+        # the program's input channels' scale and shift, loaded once (T values, held in float64)
         if ALIGNED:
             s = tl.load(scale + c)[None, :].to(T).to(tl.float64)
             b = tl.load(shift + c)[None, :].to(T).to(tl.float64)
