@@ -482,7 +482,46 @@ def valid_gather(data, grad_instead_of_weight):
         args["grad"] = draw_features(data, m, cout, dtype)
     else:
         args["weight"] = draw_features(data, kvol * (cin // groups), cout, dtype).reshape(kvol, cin // groups, cout)
+    # sometimes the features' activation (features = relu(x * scale + shift): a fused BatchNorm+ReLU's
+    # output): gather_mm is given x, scale and shift beside them, the filter gradient x and scale, shift
+    activated = dtype in FEATURE_DTYPES_BN and data.draw(st.booleans(), label="activated")
+    held = compute_dtype(dtype)
+    scale = shift = x = None
+    if activated:
+        scale = draw_features(data, 1, cin, held).reshape(cin)
+        shift = draw_features(data, 1, cin, held).reshape(cin)
+        x = args["features"]
+    if grad_instead_of_weight:
+        args.update(scale=scale, shift=shift)
+    else:
+        args.update(source=x, source_scale=scale, source_shift=shift)
+        if activated:
+            args["features"] = _activated(x, scale, shift)
     return args
+
+
+def _activated(x, scale, shift):
+    """relu(x * scale + shift) as scale_shift_relu computes it: in float64 from the compute dtype's
+    operands, rounded to it, then to x's dtype."""
+    held = compute_dtype(x.dtype)
+    z = (x.to(held).double() * scale.to(held).double() + shift.to(held).double()).to(held)
+    return torch.relu(z).to(x.dtype)
+
+
+def check_activation(features, x, x_name, scale, scale_name, shift, shift_name):
+    """A gather's activation (schema.cpp): all or none; x [N, C] like the features, in a dtype the
+    fused BatchNorm takes; scale and shift [C] as scale_shift_relu takes them. True if given."""
+    named = ((x_name, x), (scale_name, scale), (shift_name, shift))
+    if all(t is None for n, t in named if n != "features"):     # (the filter gradient's x is its features)
+        return False
+    require(all(t is not None for _, t in named), *[n for n, _ in named])
+    require(is_tensor(x) and x.shape == features.shape and x.dtype == features.dtype, x_name)
+    require(x.dim() == 2 and x.dtype in FEATURE_DTYPES_BN, x_name)
+    c = x.shape[1]
+    same_channels(c, **{scale_name: scale, shift_name: shift})
+    channel(scale, c, scale_name, any_real_dtype=True)
+    channel(shift, c, shift_name, any_real_dtype=True)
+    return True
 
 
 def check_gather(features, nbr, nbr_t, groups, other, other_name):
@@ -576,14 +615,18 @@ def _either(total, a, b, groups, dtype):
                    alternative=value.to(dtype))
 
 
-def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric):
+def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric, source=None, source_scale=None,
+                  source_shift=None):
     check_gather(features, nbr, nbr_t, groups, weight, "weight")
+    check_activation(features, source, "source", source_scale, "source_scale", source_shift, "source_shift")
     x, w = features.double(), weight.double()
     return _either(lambda a, b, g, z: _gather_sum(a, b, nbr, g, z), x, w, groups, features.dtype)
 
 
-def ref_gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric):
+def ref_gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric, scale=None, shift=None):
     check_gather(features, nbr, nbr_t, groups, grad, "grad")
+    if check_activation(features, features, "features", scale, "scale", shift, "shift"):
+        features = _activated(features, scale, shift)
     x, dy = features.double(), grad.double()
     return _either(lambda a, b, g, z: _filter_sum(a, b, nbr, g, z), x, dy, groups, features.dtype)
 

@@ -290,3 +290,67 @@ def test_bn_relu_in_a_residual_block(monkeypatch):
     # not fusable (LeakyReLU): the modules run as they are
     leaky = mx_sparse.bn_relu(x, make_bn(3, torch.float64), nn.LeakyReLU(0.5))
     assert recipe_of(leaky) is None and (leaky < 0).any()
+
+
+def test_gradcheck_float64_through_a_convolution():
+    """Finite differences of conv(relu(bn(x))): the convolution keeps the BatchNorm's input, scale
+    and shift (not y) and its weight gradient applies the activation (kernels/schema/autograd.cpp);
+    x's, gamma's, beta's and the weight's gradients against float64 finite differences."""
+    torch.manual_seed(0)
+    idx = random_voxels([4, 4, 4], 1, density=0.4, seed=3)
+    bn = make_bn(3, torch.float64)
+    conv = mx_sparse.SubMConv3d(3, 2, 3, bias=False, indice_key="g").double()
+    net = mx_sparse.SparseSequential(bn, nn.ReLU(), conv)
+
+    def run(f, gamma, beta, w):
+        x = mx_sparse.SparseConvTensor(f, idx, [4, 4, 4], 1)
+        params = {"0.weight": gamma, "0.bias": beta, "2.weight": w}
+        return torch.func.functional_call(net, params, (x,)).features
+
+    args = (random_features(idx.shape[0], 3, torch.float64).requires_grad_(),
+            bn.weight.detach().clone().requires_grad_(), bn.bias.detach().clone().requires_grad_(),
+            conv.weight.detach().clone().requires_grad_())
+    assert torch.autograd.gradcheck(run, args, fast_mode=True)
+
+
+def test_source_modified_in_place_is_an_error():
+    """The convolution after a fused BatchNorm+ReLU keeps the BatchNorm's input: written to in
+    place after the forward, the backward refuses (as the recipe's check did)."""
+    torch.manual_seed(0)
+    first = mx_sparse.SubMConv3d(4, 8, 3, bias=False, indice_key="a").double()
+    rest = mx_sparse.SparseSequential(nn.BatchNorm1d(8), nn.ReLU(),
+                                      mx_sparse.SubMConv3d(8, 8, 3, indice_key="a")).double()
+    h = first(sparse_input())
+    out = rest(h)
+    with torch.no_grad():
+        h.features.add_(1)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        out.features.sum().backward()
+
+
+
+def test_activation_under_autocast():
+    """Autocast casts features the activation does not describe: gather_mm then drops it (the
+    cast features are saved, as without it), and the weight gradient of activated features that
+    it casts applies the activation before the cast; the same results, bit for bit, as the ops
+    given the features themselves."""
+    ops = torch.ops.mx_sparse
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(30, 8, generator=g)
+    scale, shift = torch.rand(8, generator=g) + 0.5, torch.rand(8, generator=g) - 0.5
+    y = ops.scale_shift_relu(x, scale, shift)
+    nbr = torch.randint(-1, 30, (20, 27), generator=g, dtype=torch.int32)
+    grad = torch.randn(20, 6, generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        activated = ops.gather_mm_backprop_filter(x, grad, nbr, None, 1, False, scale, shift)
+        plain = ops.gather_mm_backprop_filter(y, grad, nbr, None, 1)
+    assert activated.dtype == torch.bfloat16 and torch.equal(activated, plain)
+    w = torch.randn(27, 8, 6, generator=g)
+    w_activated, w_plain = w.clone().requires_grad_(), w.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out_activated = ops.gather_mm(y, w_activated, nbr, None, 1, False, x, scale, shift)
+        out_plain = ops.gather_mm(y, w_plain, nbr, None, 1)
+    assert out_activated.dtype == torch.bfloat16 and torch.equal(out_activated, out_plain)
+    out_activated.float().square().sum().backward()
+    out_plain.float().square().sum().backward()
+    assert torch.equal(w_activated.grad, w_plain.grad)

@@ -89,4 +89,44 @@ inline void check_batch_norm_relu_backward_args(const at::Tensor& grad, const at
   check_batch_norm_channel(&shift, c, "shift", half_ok);
 }
 
+// The activation a gather may be given with its features (schema.cpp: gather_mm's source,
+// source_scale, source_shift; gather_mm_backprop_filter's scale, shift): features that are
+// relu(x * scale + shift) per channel, a fused BatchNorm+ReLU output. All of them or none; x
+// (`x_name`) is [N, C] like the features (`like`: gather_mm's features, whose dtype and shape x
+// has; gather_mm_backprop_filter's features are x itself), scale and shift [C] as
+// scale_shift_relu takes them (float16 x where `half_ok`: the accelerators, whose recompute takes it).
+// Returns whether one was given.
+inline bool check_gather_activation(const at::Tensor& like, const std::optional<at::Tensor>& x, const char* x_name,
+                                    const std::optional<at::Tensor>& scale, const char* scale_name,
+                                    const std::optional<at::Tensor>& shift, const char* shift_name, bool half_ok) {
+  const int given = int(x.has_value()) + int(scale.has_value()) + int(shift.has_value());
+  if (given == 0) return false;
+  TORCH_CHECK_VALUE(given == 3, x_name, ", ", scale_name, ", ", shift_name,
+                    ": expected all or none of the features' activation, got ", scale.has_value() ? "" : "no ",
+                    scale_name, " and ", shift.has_value() ? "" : "no ", shift_name);
+  TORCH_CHECK_VALUE(x->sizes() == like.sizes() && x->scalar_type() == like.scalar_type(), x_name, ": expected ",
+                    like.scalar_type(), " ", like.sizes(), " like features, got ", x->scalar_type(), " ",
+                    x->sizes());
+  check_batch_norm_features(*x, x_name, half_ok);
+  check_same_device(x_name, *x, {{scale_name, &*scale}, {shift_name, &*shift}});
+  check_batch_norm_channel(&*scale, x->size(1), scale_name, half_ok, true);
+  check_batch_norm_channel(&*shift, x->size(1), shift_name, half_ok, true);
+  return true;
+}
+
+// gather_mm's: features = relu(source * source_scale + source_shift).
+inline bool check_gather_mm_activation(const at::Tensor& features, const std::optional<at::Tensor>& source,
+                                       const std::optional<at::Tensor>& source_scale,
+                                       const std::optional<at::Tensor>& source_shift, bool half_ok = false) {
+  return check_gather_activation(features, source, "source", source_scale, "source_scale", source_shift,
+                                 "source_shift", half_ok);
+}
+
+// gather_mm_backprop_filter's: the weight gradient reads relu(features * scale + shift).
+inline bool check_backprop_filter_activation(const at::Tensor& features, const std::optional<at::Tensor>& scale,
+                                             const std::optional<at::Tensor>& shift, bool half_ok = false) {
+  if (!scale.has_value() && !shift.has_value()) return false;
+  return check_gather_activation(features, features, "features", scale, "scale", shift, "shift", half_ok);
+}
+
 }  // namespace mxs

@@ -188,6 +188,10 @@ void register_contract_functions(pybind11::module_& module) {
                                      const std::optional<at::Tensor>& nbr_t, int64_t groups) {
     return per_group(check_backprop_filter_args(features, grad, nbr, nbr_t, groups));
   });
+  m.def("gather_mm_activation", &check_gather_mm_activation, py::arg("features"), py::arg("source"),
+        py::arg("source_scale"), py::arg("source_shift"), py::arg("half_ok") = false);
+  m.def("backprop_filter_activation", &check_backprop_filter_activation, py::arg("features"), py::arg("scale"),
+        py::arg("shift"), py::arg("half_ok") = false);
   m.def("key_deltas", [](const Values& kernel_size, const Values& dilation, const Values& grid_shape, bool centered) {
     return key_deltas(kernel_size, dilation, grid_shape, centered);
   });

@@ -9,12 +9,14 @@
 // bf16 operands read as they are, float accumulators, bf16 output. (An AVX512-BF16
 // dot-product kernel was tried before and measured slower than the float path.)
 #include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 #include <torch/types.h>
 #include <algorithm>
 #include <atomic>
 #include <type_traits>
 #include <vector>
+#include "../contract/batch_norm_relu_args.h"
 #include "../contract/index_errors.h"
 #include "../contract/op_args.h"
 #include "gemm_rows.h"
@@ -166,8 +168,11 @@ at::Tensor gather_mm_bf16_amx_cpu(const at::Tensor& features, const at::Tensor& 
 }
 
 at::Tensor gather_mm_cpu(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr_in,
-                         const std::optional<at::Tensor>& nbr_t, int64_t groups, bool /*symmetric: autograd's*/) {
+                         const std::optional<at::Tensor>& nbr_t, int64_t groups, bool /*symmetric: autograd's*/,
+                         const std::optional<at::Tensor>& source, const std::optional<at::Tensor>& source_scale,
+                         const std::optional<at::Tensor>& source_shift /*autograd's too*/) {
   const GatherShape s = check_gather_mm_args(features, weight, nbr_in, nbr_t, groups);
+  check_gather_mm_activation(features, source, source_scale, source_shift);
   if (use_amx(features, s)) return gather_mm_bf16_amx_cpu(features, weight, nbr_in, s);
   const auto acc = accumulate_type(features.scalar_type());
   const at::Tensor f = features.to(acc).contiguous(), w = weight.to(acc).contiguous(), nbr = nbr_in.contiguous();
@@ -313,16 +318,33 @@ void backprop_filter_bf16_amx(const uint16_t* in, int64_t n_in, const uint16_t* 
       });
 }
 
-at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features, const at::Tensor& grad,
+// relu(x * scale + shift), the scale_shift_relu op (batch_norm_relu_cpu.cpp).
+at::Tensor scale_shift_relu(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mx_sparse::scale_shift_relu", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  return op.call(x, scale, shift);
+}
+
+at::Tensor gather_mm_backprop_filter_cpu(const at::Tensor& features_in, const at::Tensor& grad,
                                          const at::Tensor& nbr_in, const std::optional<at::Tensor>& nbr_t,
-                                         int64_t groups, bool /*symmetric: autograd's*/) {
-  const GatherShape s = check_backprop_filter_args(features, grad, nbr_in, nbr_t, groups);
+                                         int64_t groups, bool /*symmetric: autograd's*/,
+                                         const std::optional<at::Tensor>& scale,
+                                         const std::optional<at::Tensor>& shift) {
+  const GatherShape s = check_backprop_filter_args(features_in, grad, nbr_in, nbr_t, groups);
+  // with an activation, the features it makes, computed first (one pass; the accelerators' Triton
+  // kernel applies it as it loads instead)
+  const at::Tensor features = check_backprop_filter_activation(features_in, scale, shift)
+                                  ? scale_shift_relu(features_in, *scale, *shift)
+                                  : features_in;
   const int64_t cout = s.cout;
   const at::Tensor nbr = nbr_in.contiguous();
   const int64_t m = nbr.size(0), n_in = features.size(0);
   MapRangeCheck bad;
   const auto acc = accumulate_type(features.scalar_type());
   at::Tensor dw = at::zeros({s.kvol, s.cin_g, cout}, features.options().dtype(acc));
+  // a map without offsets has no entries and dW no rows (the block planner divides by K)
+  if (s.kvol == 0) return dw.to(features.scalar_type());
   if (use_amx(features, s) && groups == 1) {
     const at::Tensor f = features.contiguous(), g = grad.contiguous();
     backprop_filter_bf16_amx(reinterpret_cast<const uint16_t*>(f.data_ptr<at::BFloat16>()), n_in,

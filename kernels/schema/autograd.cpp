@@ -12,6 +12,12 @@
 // kernels) in backward keeps double backward working. The transposed weight is
 // made contiguous here, in one operator (the device primitives read it densely):
 // a plain copy, or for a symmetric map one index_select with the offsets reversed.
+//
+// Activated features: gather_mm given source, source_scale, source_shift (features = relu(source
+// * scale + shift), a fused BatchNorm+ReLU output; mx_sparse/nn/conv.py) keeps those instead of
+// features, and its weight gradient is backprop_filter(source, dy, ..., scale, shift), which
+// applies the activation as it reads source (the CUDA kernel) or recomputes features first (the
+// others): no backward keeps or recomputes the features themselves.
 #include <torch/autograd.h>
 #include <torch/library.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -27,6 +33,13 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 using MaybeMap = std::optional<at::Tensor>;
+using MaybeTensor = std::optional<at::Tensor>;
+
+// features = relu(source * scale + shift) per channel: what a gather's features are made of.
+struct Activation {
+  MaybeTensor source, scale, shift;
+  bool given() const { return source.has_value() && scale.has_value() && shift.has_value(); }
+};
 
 // What the input gradient runs on: the map, and its transpose if given.
 struct MapPair {
@@ -36,20 +49,28 @@ struct MapPair {
 };
 
 at::Tensor call_gather_mm(const at::Tensor& x, const at::Tensor& w, const at::Tensor& nbr, const MaybeMap& nbr_t,
-                          int64_t groups, bool symmetric) {
+                          int64_t groups, bool symmetric, const Activation& act = {}) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mx_sparse::gather_mm", "")
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const MaybeMap&,
-                                         int64_t, bool)>();
-  return op.call(x, w, nbr, nbr_t, groups, symmetric);
+                                         int64_t, bool, const MaybeTensor&, const MaybeTensor&, const MaybeTensor&)>();
+  return op.call(x, w, nbr, nbr_t, groups, symmetric, act.source, act.scale, act.shift);
 }
 
-at::Tensor call_backprop_filter(const at::Tensor& x, const at::Tensor& dy, const MapPair& maps, int64_t groups) {
+at::Tensor call_backprop_filter(const at::Tensor& x, const at::Tensor& dy, const MapPair& maps, int64_t groups,
+                                const MaybeTensor& scale = std::nullopt, const MaybeTensor& shift = std::nullopt) {
   static auto op = c10::Dispatcher::singleton()
                        .findSchemaOrThrow("mx_sparse::gather_mm_backprop_filter", "")
                        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const MaybeMap&,
-                                         int64_t, bool)>();
-  return op.call(x, dy, maps.nbr, maps.nbr_t, groups, maps.symmetric);
+                                         int64_t, bool, const MaybeTensor&, const MaybeTensor&)>();
+  return op.call(x, dy, maps.nbr, maps.nbr_t, groups, maps.symmetric, scale, shift);
+}
+
+at::Tensor call_scale_shift_relu(const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mx_sparse::scale_shift_relu", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  return op.call(x, scale, shift);
 }
 
 at::Tensor call_transpose_map(const at::Tensor& nbr, const c10::SymInt& num_rows) {
@@ -113,8 +134,17 @@ at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPai
   return call_gather_mm(g, wt, call_transpose_map(maps.nbr, num_rows), maps.nbr, groups, false);
 }
 
-void save(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, const MapPair& maps, int64_t groups) {
+// saved: a, b, nbr, nbr_t (or undefined). An activation's scale and shift are kept as data, not
+// saved variables: two [C] vectors that no saved-tensor hook needs to see, whose versions the
+// fused BatchNorm+ReLU's recipe did not check either (it checked its input's, as autograd checks
+// the source here).
+void save(AutogradContext* ctx, const at::Tensor& a, const at::Tensor& b, const MapPair& maps, int64_t groups,
+          const Activation& act = {}) {
   ctx->save_for_backward({a, b, maps.nbr, maps.nbr_t.value_or(at::Tensor())});
+  if (act.given()) {
+    ctx->saved_data["scale"] = *act.scale;
+    ctx->saved_data["shift"] = *act.shift;
+  }
   ctx->saved_data["groups"] = groups;
   ctx->saved_data["symmetric"] = maps.symmetric;
 }
@@ -123,13 +153,33 @@ MapPair saved_maps(AutogradContext* ctx, const variable_list& saved) {
   return {saved[2], saved[3].defined() ? MaybeMap(saved[3]) : std::nullopt, ctx->saved_data["symmetric"].toBool()};
 }
 
+// dW of gather_mm from what its node saved: saved[0] is the features, or with an activation
+// (its scale and shift in saved_data) their source.
+at::Tensor weight_gradient(AutogradContext* ctx, const variable_list& saved, const at::Tensor& dy,
+                           const MapPair& maps, int64_t groups) {
+  const auto scale = ctx->saved_data.find("scale");
+  if (scale == ctx->saved_data.end()) return call_backprop_filter(saved[0], dy, maps, groups);
+  const at::Tensor shift = ctx->saved_data["shift"].toTensor();
+  // A backward that is itself differentiated (create_graph) recomputes the features with the
+  // op, as the saved-tensor hook did before the activation came with the call (so double
+  // backward fails or works exactly as it did); else the weight gradient applies it.
+  if (at::GradMode::is_enabled())
+    return call_backprop_filter(call_scale_shift_relu(saved[0], scale->second.toTensor(), shift), dy, maps, groups);
+  return call_backprop_filter(saved[0], dy, maps, groups, scale->second.toTensor(), shift);
+}
+
 class GatherMm : public torch::autograd::Function<GatherMm> {
  public:
+  // source, scale, shift: the activation of x (undefined: none); they are inputs of the node only
+  // to be saved, and get no gradient from it (x's does, and reaches them through the BatchNorm).
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w, const at::Tensor& nbr,
-                            const MaybeMap& nbr_t, int64_t groups, bool symmetric) {
-    save(ctx, x, w, {nbr, nbr_t, symmetric}, groups);
+                            const MaybeMap& nbr_t, int64_t groups, bool symmetric, const MaybeTensor& source,
+                            const MaybeTensor& scale, const MaybeTensor& shift) {
+    const Activation act{source, scale, shift};
+    // saved[0]: what the weight gradient reads (the source has x's rows, which dx counts)
+    save(ctx, act.given() ? *source : x, w, {nbr, nbr_t, symmetric}, groups, act);
     at::AutoDispatchBelowADInplaceOrView guard;
-    return call_gather_mm(x, w, nbr, nbr_t, groups, symmetric);
+    return call_gather_mm(x, w, nbr, nbr_t, groups, symmetric, act);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
@@ -138,13 +188,13 @@ class GatherMm : public torch::autograd::Function<GatherMm> {
     const at::Tensor& dy = grads[0];
     const c10::SymInt num_rows = saved[0].sym_size(0);
     at::Tensor dx, dw;
-    if (ctx->needs_input_grad(1)) dw = call_backprop_filter(saved[0], dy, maps, groups);
-    // The weight gradient first, then x goes: x may have been recomputed for this backward (a
-    // fused BatchNorm+ReLU output, saved_tensors.py), and freeing it before dx and the
-    // transposed map are allocated lowers the step's peak memory.
+    if (ctx->needs_input_grad(1)) dw = weight_gradient(ctx, saved, dy, maps, groups);
+    // The weight gradient first, then x goes: x may have been recomputed for this backward
+    // (saved_tensors.py), and freeing it before dx and the transposed map are allocated lowers
+    // the step's peak memory.
     saved[0].reset();
     if (ctx->needs_input_grad(0)) dx = input_gradient(dy, saved[1], maps, num_rows, groups);
-    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, dw, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -170,12 +220,25 @@ class BackpropFilter : public torch::autograd::Function<BackpropFilter> {
 };
 
 at::Tensor gather_mm_autograd(const at::Tensor& x, const at::Tensor& w, const at::Tensor& nbr, const MaybeMap& nbr_t,
-                              int64_t groups, bool symmetric) {
-  return GatherMm::apply(x, w, nbr, nbr_t, groups, symmetric);
+                              int64_t groups, bool symmetric, const MaybeTensor& source, const MaybeTensor& scale,
+                              const MaybeTensor& shift) {
+  return GatherMm::apply(x, w, nbr, nbr_t, groups, symmetric, source, scale, shift);
 }
 
+// With an activation (scale, shift) and a gradient to record, the features it makes are
+// computed first and the plain op differentiated (BackpropFilter's derivatives are those of
+// bilinear maps); without one to record, the call goes below autograd with the activation.
 at::Tensor backprop_filter_autograd(const at::Tensor& x, const at::Tensor& dy, const at::Tensor& nbr,
-                                    const MaybeMap& nbr_t, int64_t groups, bool symmetric) {
+                                    const MaybeMap& nbr_t, int64_t groups, bool symmetric, const MaybeTensor& scale,
+                                    const MaybeTensor& shift) {
+  if (scale.has_value() || shift.has_value()) {
+    if (!(at::GradMode::is_enabled() && (x.requires_grad() || dy.requires_grad()))) {
+      at::AutoDispatchBelowADInplaceOrView guard;
+      return call_backprop_filter(x, dy, {nbr, nbr_t, symmetric}, groups, scale, shift);
+    }
+    TORCH_CHECK_VALUE(scale.has_value() && shift.has_value(), "scale, shift: expected both or neither");
+    return BackpropFilter::apply(call_scale_shift_relu(x, *scale, *shift), dy, nbr, nbr_t, groups, symmetric);
+  }
   return BackpropFilter::apply(x, dy, nbr, nbr_t, groups, symmetric);
 }
 

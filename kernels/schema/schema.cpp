@@ -70,11 +70,20 @@ TORCH_LIBRARY(mx_sparse, m) {
   // reversed: the submanifold map of an odd kernel, where offset K-1-k is
   // -offset k) by running on nbr itself with the weight slices reversed, else
   // by transpose_map inside backward, so no transposed map outlives its use.
+  // source, source_scale, source_shift (all or none): the caller's statement that features =
+  // relu(source * source_scale + source_shift) per channel (a fused BatchNorm+ReLU output, whose
+  // input source is kept for its own backward anyway; mx_sparse/nn/conv.py passes it). The forward
+  // does not read them; autograd keeps them instead of features, and the weight gradient reads
+  // source with the activation applied (gather_mm_backprop_filter's scale and shift), so no
+  // backward holds or recomputes features.
   m.def("gather_mm(Tensor features, Tensor weight, Tensor nbr, Tensor? nbr_t, int groups, "
-        "bool symmetric=False) -> Tensor");
-  // dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m]   (per group).
+        "bool symmetric=False, Tensor? source=None, Tensor? source_scale=None, Tensor? source_shift=None) "
+        "-> Tensor");
+  // dW[k] = sum_m a[nbr[m, k]]^T (x) grad[m]   (per group), a = features, or with scale and shift
+  // (both or none; [Cin] each) a = relu(features * scale + shift) per channel, rounded to the
+  // features' dtype as scale_shift_relu rounds it.
   m.def("gather_mm_backprop_filter(Tensor features, Tensor grad, Tensor nbr, Tensor? nbr_t, "
-        "int groups, bool symmetric=False) -> Tensor");
+        "int groups, bool symmetric=False, Tensor? scale=None, Tensor? shift=None) -> Tensor");
   // BatchNorm + ReLU on features [N, C] (mx_sparse/nn/batch_norm_relu.py builds the
   // fused layer from these). Returns (y, mean, invstd, scale, shift): batch
   // statistics, blended into running_mean/var when given (momentum, unbiased
@@ -131,8 +140,11 @@ TORCH_LIBRARY(mx_sparse, m) {
   // entries in [-1, N) -> [M, Cout] (absent entries contribute nothing).  AscendC kernel: GatherMm
   m.def("_gather_mm_one_group(Tensor features, Tensor weight, Tensor nbr) -> Tensor");
   // One group of gather_mm_backprop_filter: features [N, Cin], grad [M, Cout], nbr int32 [M, K]
-  // -> dW [K, Cin, Cout].                                  AscendC kernel: GatherMmBackpropFilter
-  m.def("_gather_mm_backprop_filter_one_group(Tensor features, Tensor grad, Tensor nbr) -> Tensor");
+  // -> dW [K, Cin, Cout]; with scale and shift [Cin] (both or none), of relu(features * scale +
+  // shift) (the Triton kernel applies it as it loads features; the others run scale_shift_relu
+  // first).                                                AscendC kernel: GatherMmBackpropFilter
+  m.def("_gather_mm_backprop_filter_one_group(Tensor features, Tensor grad, Tensor nbr, Tensor? scale=None, "
+        "Tensor? shift=None) -> Tensor");
   // Voxelization of points [N, C] (float32/64/16, bfloat16; columns 0..ndim-1 are
   // x, y, z, ...) into the grid of voxel_size [ndim] over point_cloud_range
   // [min_0.., max_0..], with the cell rules of spconv / mmcv (kernels/common/

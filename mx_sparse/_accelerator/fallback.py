@@ -96,8 +96,11 @@ def gather_mm_one_group(features, weight, nbr):
     return out.to(features.dtype)
 
 
-def gather_mm_backprop_filter_one_group(features, grad, nbr):
-    """dW[k] = features[nbr[:, k]]^T @ grad (absent rows zero)."""
+def gather_mm_backprop_filter_one_group(features, grad, nbr, scale=None, shift=None):
+    """dW[k] = a[nbr[:, k]]^T @ grad (absent rows zero), a = features, or with scale and shift
+    relu(features * scale + shift) made first by the scale_shift_relu op."""
+    if scale is not None:
+        features = torch.ops.mx_sparse.scale_shift_relu(features, scale, shift)
     acc = _accumulation_dtype(features.dtype)
     kvol = nbr.shape[1]
     g = grad.to(acc)

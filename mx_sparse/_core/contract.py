@@ -142,6 +142,16 @@ def backprop_filter_shapes(features, grad, nbr, nbr_t, groups) -> Tuple[int, int
     return _cc.backprop_filter_shapes(features, grad, nbr, nbr_t, groups)
 
 
+def gather_mm_activation(features, source, source_scale, source_shift, half_ok: bool = False) -> bool:
+    """gather_mm's activation (all three or none; schema.cpp): whether one was given."""
+    return _cc.gather_mm_activation(features, source, source_scale, source_shift, half_ok)
+
+
+def backprop_filter_activation(features, scale, shift, half_ok: bool = False) -> bool:
+    """gather_mm_backprop_filter's activation (both or none): whether one was given."""
+    return _cc.backprop_filter_activation(features, scale, shift, half_ok)
+
+
 def voxel_grid_extent(voxel_size: Sequence[float], point_cloud_range: Sequence[float]) -> List[int]:
     """Cells per point axis (x, y, z, ...) of the voxelization grid (make_voxel_grid,
     voxelize_args.h), the arguments checked like the voxelization ops check them."""

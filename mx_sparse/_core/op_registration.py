@@ -116,12 +116,13 @@ def _unpack_map_fake(mask, values, block_starts, kvol):
 
 
 @_register_fake("gather_mm")
-def _gather_mm_fake(features, weight, nbr, nbr_t, groups, symmetric=False):
+def _gather_mm_fake(features, weight, nbr, nbr_t, groups, symmetric=False, source=None, source_scale=None,
+                    source_shift=None):
     return features.new_empty((nbr.shape[0], weight.shape[2]))
 
 
 @_register_fake("gather_mm_backprop_filter")
-def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups, symmetric=False):
+def _gather_mm_backprop_filter_fake(features, grad, nbr, nbr_t, groups, symmetric=False, scale=None, shift=None):
     return features.new_empty((nbr.shape[1], features.shape[1] // groups, grad.shape[1]))
 
 
@@ -208,7 +209,7 @@ def _gather_mm_one_group_fake(features, weight, nbr):
 
 
 @_register_fake("_gather_mm_backprop_filter_one_group")
-def _gather_mm_backprop_filter_one_group_fake(features, grad, nbr):
+def _gather_mm_backprop_filter_one_group_fake(features, grad, nbr, scale=None, shift=None):
     return features.new_empty((nbr.shape[1], features.shape[1], grad.shape[1]))
 
 

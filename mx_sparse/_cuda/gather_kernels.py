@@ -42,6 +42,13 @@ gather_mm.py): ``gates`` programs past the last tile build the weight-gradient k
 lists of the plan (plan_kernels.gate_tile_list, as tile_lists_kernel does: one launch fewer per
 plan). The gather's own programs are unchanged; the lists depend only on the plan.
 
+ACTIVATION (filter_splits_kernel; the weight gradient of a convolution whose input is a fused
+BatchNorm+ReLU output, gather_mm.py): features holds that BatchNorm's input x, and the kernel
+reads relu(x * scale + shift) per input channel as it loads each tile, with the recompute's
+arithmetic (batch_norm_kernels.py: in float64 from T operands, rounded to T, then to the
+features' dtype), so the gradient is the one of the stored output, bit for bit, without a
+launch that makes it.
+
 COUNT (tests and bench only): every tl.dot adds its BLOCK_M x BLOCK_N x BLOCK_K multiply-adds
 to an int64 counter (launch.counting_steps); False in every shipped build.
 
@@ -55,6 +62,7 @@ import triton
 import triton.language as tl
 
 from . import interpreter_compat
+from .batch_norm_kernels import _stored
 from .plan_kernels import gate_tile_list
 
 interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars (see there)
@@ -166,12 +174,22 @@ def _tile_stats(stats, stored, pid_m, m, cols, live, cout, BLOCK_M: tl.constexpr
     tl.store(at + cout, tl.sum(d * d, axis=0), mask=cols < cout)
 
 
+@triton.jit
+def _activated(a, present, s, b, features, T: tl.constexpr):
+    # relu(a * s + b) as the fused BatchNorm+ReLU stored it (batch_norm_kernels._apply_rows: in
+    # float64 from T operands, s and b given in float64), in the features' dtype; 0 where no row
+    # was loaded (one select: a NaN and -0.0 pass as the ReLU passes them)
+    z = (a.to(T).to(tl.float64) * s + b).to(T)
+    return _stored(tl.where(present & ~(z < 0), z, 0.0), features)
+
+
 @triton.jit(do_not_specialize=_SCALARS[:7])
-def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, partial, dw, tickets, counter,
-                         m, n_in, kvol, cin, cout, gates, splits,
+def filter_splits_kernel(features, scale, shift, grad, nbr, order, tile_lists, tile_counts, partial, dw, tickets,
+                         counter, m, n_in, kvol, cin, cout, gates, splits,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
-                         ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr, SUM_SPLITS: tl.constexpr):
+                         ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr, SUM_SPLITS: tl.constexpr,
+                         ACTIVATION: tl.constexpr, T: tl.constexpr):
     # program (block of (offset, input channel) pairs, Cout block, split). The program's gate
     # (ALIGNED: its one offset; else its block of pairs) has a compacted list of the plan's tiles
     # in which it is present (tile_lists.py: column gate of a [tiles, gates] table); split s runs entries s, s + splits, ... of it, so
@@ -198,6 +216,14 @@ def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, pa
     if ALIGNED:
         k0 = pid_r * BLOCK_K // cin
         c = (pid_r * BLOCK_K - k0 * cin) // BLOCK_K * BLOCK_K + tl.arange(0, BLOCK_K)
+    if ACTIVATION:
+        # the program's input channels' scale and shift, loaded once (T values, held in float64)
+        if ALIGNED:
+            s = tl.load(scale + c)[None, :].to(T).to(tl.float64)
+            b = tl.load(shift + c)[None, :].to(T).to(tl.float64)
+        else:
+            s = tl.load(scale + in_cols, mask=r_live[None, :], other=0.0).to(T).to(tl.float64)
+            b = tl.load(shift + in_cols, mask=r_live[None, :], other=0.0).to(T).to(tl.float64)
     if CHANNELS_FIRST:
         acc = tl.full((BLOCK_N, BLOCK_K), 0, dtype=ACC)
     else:
@@ -212,11 +238,15 @@ def filter_splits_kernel(features, grad, nbr, order, tile_lists, tile_counts, pa
             present = (src >= 0) & (src < n_in)
             a = tl.load(features + (src.to(tl.int64) * cin)[:, None] + c[None, :],
                         mask=present[:, None], other=0.0)                                  # [BLOCK_M, BLOCK_K]
+            if ACTIVATION:
+                a = _activated(a, present[:, None], s, b, features, T)
         else:
             src = tl.load(nbr + (rows[:, None] * kvol + k[None, :]), mask=pos_live[:, None] & r_live[None, :],
                           other=-1)                                                        # [BLOCK_M, BLOCK_K]
             present = (src >= 0) & (src < n_in)
             a = tl.load(features + (src.to(tl.int64) * cin + in_cols), mask=present, other=0.0)
+            if ACTIVATION:
+                a = _activated(a, present, s, b, features, T)
         g = tl.load(grad + (rows[:, None] * cout + co[None, :]),
                     mask=pos_live[:, None] & co_live[None, :], other=0.0)     # [BLOCK_M, BLOCK_N]
         if WIDEN:

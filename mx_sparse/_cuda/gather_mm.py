@@ -4,7 +4,10 @@ The argument checks and the per-group loop are the accelerator orchestration's
 (mx_sparse/_accelerator/gather_mm.py); here only what the kernels themselves need.
 
   _gather_mm_one_group:                 out[m] = sum_k features[nbr[m, k]] @ weight[k]
-  _gather_mm_backprop_filter_one_group: dW[k]  = sum_m features[nbr[m, k]]^T (x) grad[m]
+  _gather_mm_backprop_filter_one_group: dW[k]  = sum_m a[nbr[m, k]]^T (x) grad[m], a = features, or
+                                        relu(features * scale + shift) applied as the kernel loads
+                                        them (ACTIVATION: no recompute launch in the backward of a
+                                        convolution after a fused BatchNorm+ReLU)
 
 A forward launch (the weight requires grad) also writes per-tile moments of its output for the
 BatchNorm that usually follows (``tile_stats``; batch_norm_relu.py takes them instead of
@@ -197,7 +200,7 @@ class _FilterLaunch:
     with the map beside the forward's _Launch (the layers of a stage share their map and shapes)."""
     __slots__ = ("dtype", "tile", "grid", "order", "lists", "counts", "scalars", "splits", "acc", "constexprs")
 
-    def __init__(self, features, grad, nbr):
+    def __init__(self, features, grad, nbr, activation):
         m, kvol = nbr.shape
         n_in, cin, cout = features.shape[0], features.shape[1], grad.shape[1]
         _check_int32(n_in, m, "grad", kvol * cin * cout)   # grad: the size of its dW
@@ -213,23 +216,36 @@ class _FilterLaunch:
         self.order, self.tile, self.grid = plan.order, tile.name(), (blocks_k, blocks_n, self.splits)
         self.scalars = (m, n_in, kvol, cin, cout, self.lists.shape[1], self.splits)
         constants = launch.dot_constants(features.dtype)
+        # T: the activation's compute type (the fused BatchNorm's: float64 features in float64, the
+        # others in float32), which is the accumulator's
         self.constexprs = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k, ALIGNED=tile.aligned,
                                CHANNELS_FIRST=tiles.channels_first(dtype, constants["PRECISION"], tile),
-                               num_warps=tile.num_warps, num_stages=tile.num_stages, **constants,
-                               **launch.count_constant())
+                               num_warps=tiles.filter_warps(dtype, constants["PRECISION"], tile, activation),
+                               num_stages=tile.num_stages, **constants, **launch.count_constant(),
+                               ACTIVATION=activation, T=constants["ACC"])
         # one split: the kernel writes dW itself; else the last split program of a block adds them into dW
         self.constexprs["SUM_SPLITS"] = not (self.splits == 1 and features.dtype == self.acc)
 
 
-def _prepared_filter(features, grad, nbr) -> _FilterLaunch:
+def _prepared_filter(features, grad, nbr, activation) -> _FilterLaunch:
     key = ("filter", features.shape[0], features.shape[1], grad.shape[1], features.dtype,
-           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"])
-    return _kept(nbr, key, lambda: _FilterLaunch(features, grad, nbr))
+           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], activation)
+    return _kept(nbr, key, lambda: _FilterLaunch(features, grad, nbr, activation))
 
 
-def gather_mm_backprop_filter_one_group(features, grad, nbr):
-    features, grad, nbr = launch.aligned_all(features, grad, nbr)
-    args = _prepared_filter(features, grad, nbr)
+def gather_mm_backprop_filter_one_group(features, grad, nbr, scale=None, shift=None):
+    """dW of one group; with ``scale`` and ``shift`` (the orchestration checked them: both, [Cin])
+    of relu(features * scale + shift), which the kernel applies as it loads ``features``."""
+    activation = scale is not None
+    if activation:
+        acc = torch.float64 if features.dtype == torch.float64 else torch.float32   # the recompute's types
+        if scale.dtype != acc or shift.dtype != acc:      # (the BatchNorm's own are: no call)
+            scale, shift = scale.to(acc), shift.to(acc)
+        features, scale, shift, grad, nbr = launch.aligned_all(features, scale, shift, grad, nbr)
+    else:
+        features, grad, nbr = launch.aligned_all(features, grad, nbr)
+        scale = shift = features      # never read (ACTIVATION off)
+    args = _prepared_filter(features, grad, nbr, activation)
     kvol, cin, cout = nbr.shape[1], features.shape[1], grad.shape[1]
     dw = features.new_empty((kvol, cin, cout))
     sum_splits = args.constexprs["SUM_SPLITS"]
@@ -238,7 +254,7 @@ def gather_mm_backprop_filter_one_group(features, grad, nbr):
     tickets = split_tickets(features, args.grid[0] * args.grid[1])
     counter = launch.step_counter(features)
     launch.run(launch.kernels().filter_splits_kernel, "gather_mm_backprop_filter", args.dtype, args.tile, args.grid,
-               (features, grad, nbr, args.order, args.lists, args.counts, partial, dw, tickets, counter),
+               (features, scale, shift, grad, nbr, args.order, args.lists, args.counts, partial, dw, tickets, counter),
                *args.scalars, **args.constexprs)
     launch.record_steps("gather_mm_backprop_filter", counter)
     return dw

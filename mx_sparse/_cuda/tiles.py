@@ -146,6 +146,16 @@ def channels_first(dtype: str, precision: str, tile: Tile) -> bool:
     return tensor_cores(dtype, precision) and tile.block_n >= WGMMA_M and tile.num_warps % 4 == 0
 
 
+def filter_warps(dtype: str, precision: str, tile: Tile, activation: bool) -> int:
+    """num_warps of a weight-gradient launch: the tile's, but 8 for the activation variant
+    (gather_kernels.py ACTIVATION) of a channels-first float32 TF32 tile, whose float64
+    activation arithmetic in the dot operand's layout needs 145 registers a thread on sm_80
+    with 4 warps (the filter kernel's budget is 128; with 8: 79, no spills; cubins.py)."""
+    if activation and dtype == "fp32" and precision == "tf32" and channels_first(dtype, precision, tile):
+        return max(tile.num_warps, 8)
+    return tile.num_warps
+
+
 # Splits of the filter gradient: split s of a program sums entries s, s + splits, ... of its
 # tile list; the splits are added in ascending order afterwards (by the block's last split
 # program, gather_kernels.filter_splits_kernel), so the split count (from the shapes alone)

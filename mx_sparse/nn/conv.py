@@ -17,7 +17,8 @@ from .indice_data import IndiceData, build_conv_data, build_conv_transpose_data,
 from .layouts import LayoutAware, scale_output_channels
 from .modules import SparseModule
 from .packed_map import any_held_dense
-from .saved_tensors import compact_saved_tensors
+from .._core.op_registration import ops
+from .saved_tensors import activation_of, compact_saved_tensors
 from .sparse_tensor import SparseConvTensor
 from .weight_init import INITIALIZERS
 
@@ -143,9 +144,12 @@ class SparseConvolution(LayoutAware, SparseModule):
             nbr_t = data.gradient_map() if needs_autograd(x_features, weight) else nbr
         weighted = (self.normalize is not False and importance.normalize_mode(self.normalize) != "none") or \
             inp_importance is not None or out_importance is not None
-        with compact_saved_tensors():
+        saving = compact_saved_tensors()
+        with saving:
             if not weighted:
-                features = F.gather_mm(x_features, weight, nbr, nbr_t, self.groups, data.symmetric)
+                # (the op itself: F.gather_mm does not take the features' activation)
+                features = ops.gather_mm.default(x_features, weight, nbr, nbr_t, self.groups, data.symmetric,
+                                                 *activation_of(x_features, saving))
             else:
                 features = importance.weighted_gather_mm(x_features, weight, nbr, nbr_t, self.groups,
                                                          inp_importance=inp_importance, out_importance=out_importance,

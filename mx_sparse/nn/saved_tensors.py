@@ -1,8 +1,13 @@
 """What a sparse convolution's autograd keeps for backward, made smaller.
 
+Features that are the output of a fused BatchNorm1d+ReLU go to gather_mm with what makes them
+(``activation_of``: the BatchNorm input, kept anyway, and two per-channel vectors): its autograd
+keeps those instead, and its weight gradient applies the activation as it reads the input
+(kernels/schema/autograd.cpp; on CUDA inside the kernel, with no launch that recomputes them).
+
 Two kinds of tensors a convolution saves are stood in for while the op is called:
-- features that are the output of a fused BatchNorm1d+ReLU: their ``Recipe``
-  (the BatchNorm input, kept anyway, and two per-channel vectors), recomputed in
+- features that are the output of a fused BatchNorm1d+ReLU and reach autograd otherwise (a
+  weighted gather, mx_sparse/functional/importance.py): their ``Recipe``, recomputed in
   backward (batch_norm_relu.py);
 - neighbor maps held by a ``HeldMap``: their packed form, unpacked in backward
   (packed_map.py).
@@ -50,6 +55,20 @@ _COMPACT = torch.autograd.graph.saved_tensors_hooks(_pack, _unpack)
 _NOTHING = contextlib.nullcontext()
 # The hooks on top of autograd's stack (None: none); torch's private function, looked up once.
 _top_hooks = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
+def activation_of(features: torch.Tensor, saving) -> tuple:
+    """``(source, source_scale, source_shift)`` for gather_mm when ``features`` are a fused
+    BatchNorm1d+ReLU output unchanged since, and ``saving`` (what compact_saved_tensors returned
+    for this call) is this module's hooks; else ``()``: where other hooks are in force
+    (torch.utils.checkpoint, offloading), without grad mode or while compiling, the convolution
+    saves its features as it did before."""
+    if saving is not _COMPACT:
+        return ()
+    recipe = recipe_of(features)
+    if recipe is None:
+        return ()
+    return recipe.x, recipe.scale, recipe.shift
 
 
 def compact_saved_tensors():

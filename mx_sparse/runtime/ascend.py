@@ -25,7 +25,7 @@ import shutil
 import subprocess
 import threading
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -283,8 +283,14 @@ def gather_mm_one_group(features: torch.Tensor, weight: torch.Tensor, nbr: torch
     return out
 
 
-def gather_mm_backprop_filter_one_group(features: torch.Tensor, grad: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
-    """AscendC GatherMmBackpropFilter: dW[k] = sum_m features[nbr[m, k]]^T grad[m] ([K, Cin, Cout])."""
+def gather_mm_backprop_filter_one_group(features: torch.Tensor, grad: torch.Tensor, nbr: torch.Tensor,
+                                        scale: Optional[torch.Tensor] = None,
+                                        shift: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """AscendC GatherMmBackpropFilter: dW[k] = sum_m a[nbr[m, k]]^T grad[m] ([K, Cin, Cout]), a = features,
+    or with scale and shift relu(features * scale + shift), made first by the scale_shift_relu op (as the
+    NPU binding does)."""
+    if scale is not None:
+        features = torch.ops.mx_sparse.scale_shift_relu(features, scale, shift)
     f = _operand("features", features, _FLOATS, 2)
     g = _operand("grad", grad, _FLOATS, 2)
     n = _operand("nbr", nbr, (torch.int32,), 2)

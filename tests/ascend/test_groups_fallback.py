@@ -28,8 +28,10 @@ class EmulatedGathers:
         return ao.gather_mm(self.binary, features.contiguous(), weight.contiguous(), nbr,
                             self.workdir / f"c{next(self._n)}", self.env)[0]
 
-    def _gather_mm_backprop_filter_one_group(self, features, grad, nbr):
+    def _gather_mm_backprop_filter_one_group(self, features, grad, nbr, scale=None, shift=None):
         self.calls.append("GatherMmBackpropFilter")
+        if scale is not None:      # the activated features first, as the NPU binding makes them
+            features = torch.ops.mx_sparse.scale_shift_relu(features, scale, shift)
         return ao.gather_mm_backprop_filter(self.binary, features.contiguous(), grad.contiguous(), nbr,
                                             self.workdir / f"c{next(self._n)}", self.env)[0]
 

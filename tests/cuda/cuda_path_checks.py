@@ -100,3 +100,45 @@ def test_network_step_matches_cpu_backend():
                                        msg=lambda m: f"{key}: {m}")
         else:
             assert torch.equal(result[key], ref), key
+
+
+def _launch_counts():
+    """{kernel name: launches} so far in this process (the session's report reads them all: a
+    test takes differences, never clears)."""
+    counts = {}
+    for (kernel, _, _), n in launch.launches.items():
+        counts[kernel] = counts.get(kernel, 0) + n
+    return counts
+
+
+def test_no_recompute_launch_in_a_training_step():
+    """The weight gradient of a convolution whose input is a fused BatchNorm+ReLU output applies
+    the activation as its kernel loads the BatchNorm's input (gather_kernels.py ACTIVATION):
+    the training step of network_step (two convolutions after a fused BatchNorm+ReLU) launches
+    no scale_shift_relu recompute; with the fusion off, none either (torch's modules keep y).
+    Its gradients are test_network_step_matches_cpu_backend's."""
+    from cuda_cases import network_step
+    before = _launch_counts()
+    network_step()
+    after = _launch_counts()
+    ran = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert ran.get("bn_normalize_relu", 0) == 2 and ran.get("gather_mm_backprop_filter", 0) == 4, ran
+    assert "bn_scale_shift_relu" not in ran, ran
+
+
+def test_activated_weight_gradient_in_double_backward():
+    """create_graph through a convolution after a fused BatchNorm+ReLU: the weight gradient then
+    recomputes the features with the op (the path before the activation came with the call), so
+    first-order gradients taken with create_graph equal the plain backward's."""
+    from helpers import random_features, random_voxels
+    torch.manual_seed(0)
+    idx = random_voxels([6, 6, 6], 1, density=0.3, seed=4)
+    net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(3, 8, 3, bias=False, indice_key="a"),
+                                     torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                                     mx_sparse.SubMConv3d(8, 4, 3, bias=False, indice_key="a")).double()
+    x = mx_sparse.SparseConvTensor(random_features(idx.shape[0], 3, torch.float64), idx, [6, 6, 6], 1)
+    plain = torch.autograd.grad(net(x).features.square().sum(), net[3].weight)[0]
+    before = _launch_counts().get("bn_scale_shift_relu", 0)
+    graphed = torch.autograd.grad(net(x).features.square().sum(), net[3].weight, create_graph=True)[0]
+    assert _launch_counts().get("bn_scale_shift_relu", 0) == before + 1
+    torch.testing.assert_close(graphed, plain, rtol=0, atol=0)

@@ -38,6 +38,8 @@ def test_every_configuration_compiled_for_sm80_and_sm90(records):
     filt = {(d, t.name()) for d, t in tiles.FILTER_TILES}
     assert {(r["dtype"], r["tile"]) for r in records if r["kernel"] == "gather_mm_kernel"} == gather
     assert {(r["dtype"], r["tile"]) for r in records if r["kernel"] == "filter_splits_kernel"} == filt
+    # each filter tile also as the variant that applies a fused BatchNorm+ReLU's activation on load
+    assert {(r["dtype"], r["tile"]) for r in records if r["kernel"] == "filter_splits_kernel" and r["activation"]} == filt
     assert {r["kernel"] for r in records} >= set(cubins.BATCH_NORM_KERNELS) | set(cubins.MAP_KERNELS)
     assert all(r["cubin_bytes"] > 0 and 0 < r["registers"] <= cubins.MAX_REGISTERS for r in records)
 

@@ -62,7 +62,8 @@ def configurations():
                             "offsets": "*i32", "out": ptr, "stats": "*fp64", "tile_present": "*i32", "lists": "*i32",
                             "list_counts": "*i32", "counter": "*i64"}
             else:
-                pointers = {"features": ptr, "grad": ptr, "nbr": "*i32", "order": "*i32", "tile_lists": "*i32",
+                pointers = {"features": ptr, "scale": POINTER[ACC[dtype]], "shift": POINTER[ACC[dtype]],
+                            "grad": ptr, "nbr": "*i32", "order": "*i32", "tile_lists": "*i32",
                             "tile_counts": "*i32", "partial": POINTER[ACC[dtype]], "dw": ptr, "tickets": "*i32",
                             "counter": "*i64"}
             signature = dict(pointers)
@@ -80,13 +81,26 @@ def configurations():
                     constexprs.update(STATS=tile.aligned or dtype in ("fp32", "fp64"), LISTS=tile.aligned,
                                       BLOCK_T=tile_lists.BLOCK_T)
                 if kernel == "filter_splits_kernel":
-                    # the variant that adds the splits (SUM_SPLITS=False is it without that epilogue)
-                    constexprs["SUM_SPLITS"] = True
-                signature.update({name: "constexpr" for name in constexprs})
-                options = {"num_warps": tile.num_warps, "num_stages": tile.num_stages}
-                yield kernel, dtype, precision, tile.name(), dict(signature), constexprs, options
+                    # the variant that adds the splits (SUM_SPLITS=False is it without that epilogue),
+                    # plain and applying the activation of a fused BatchNorm+ReLU's output as it
+                    # loads the features (ACTIVATION; T: its compute type, the accumulator's)
+                    constexprs.update(SUM_SPLITS=True, T=acc_type[ACC[dtype]])
+                for variant in _variants(kernel, constexprs):
+                    signature.update({name: "constexpr" for name in variant})
+                    warps = tile.num_warps
+                    if kernel == "filter_splits_kernel":
+                        warps = tiles.filter_warps(dtype, precision, tile, variant["ACTIVATION"])
+                    options = {"num_warps": warps, "num_stages": tile.num_stages}
+                    yield kernel, dtype, precision, tile.name(), dict(signature), variant, options
     yield from batch_norm_configurations()
     yield from map_configurations()
+
+
+def _variants(kernel, constexprs):
+    """The compiled variants of one configuration: the filter kernel plain and with ACTIVATION."""
+    if kernel != "filter_splits_kernel":
+        return [constexprs]
+    return [dict(constexprs, ACTIVATION=False), dict(constexprs, ACTIVATION=True)]
 
 
 # The fused BatchNorm+ReLU's kernels: compiled without multiply-add contraction (the arithmetic
@@ -260,7 +274,8 @@ def compile_all(only=frozenset()):
             module = next(m for m in modules if hasattr(m, kernel))
             for arch in ARCHS:
                 record = {"kernel": kernel, "dtype": dtype, "precision": precision, "tile": tile, "arch": f"sm_{arch}",
-                          "channels_first": bool(constexprs.get("CHANNELS_FIRST", False))}
+                          "channels_first": bool(constexprs.get("CHANNELS_FIRST", False)),
+                          "activation": bool(constexprs.get("ACTIVATION", False))}
                 record.update(compile_one(module, kernel, signature, constexprs, options, arch))
                 records.append(record)
     return records
@@ -271,7 +286,7 @@ def problems(records):
     found = []
     for r in records:
         arch = int(r["arch"][3:])
-        name = f"{r['kernel']} {r['dtype']}/{r['precision']} {r['tile']} {r['arch']}"
+        name = f"{r['kernel']}{'+activation' if r.get('activation') else ''} {r['dtype']}/{r['precision']} {r['tile']} {r['arch']}"
         if r["spill_stores"] or r["spill_loads"]:
             found.append(f"{name}: spills ({r['spill_stores']} B stored, {r['spill_loads']} B loaded)")
         if r["shared"] > MAX_SHARED[arch]:
@@ -337,7 +352,8 @@ def table(records) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     rows = {}
     for r in records:
-        rows.setdefault((r["kernel"], r["dtype"], r["precision"], r["tile"]), {})[r["arch"]] = r
+        kernel = r["kernel"] + (" (activation)" if r.get("activation") else "")
+        rows.setdefault((kernel, r["dtype"], r["precision"], r["tile"]), {})[r["arch"]] = r
     for (kernel, dtype, precision, tile), per_arch in rows.items():
         a, h = per_arch["sm_80"], per_arch["sm_90"]
         resources = [f"{x['registers']} / {x['spill_stores'] + x['spill_loads']} / {x['shared']}" for x in (a, h)]

@@ -12,9 +12,11 @@
 // device-neutral orchestration of mx_sparse/_accelerator (Python, torch operators that torch_npu runs),
 // registered for PrivateUse1 by mx_sparse/_accelerator/registration.py once this library is loaded.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -96,9 +98,15 @@ at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& wei
   return out;
 }
 
-// One group: dW[k] = sum_m features[nbr[m, k]]^T (x) grad[m] (AscendC GatherMmBackpropFilter).
-at::Tensor gather_mm_backprop_filter_one_group(const at::Tensor& features, const at::Tensor& grad,
-                                               const at::Tensor& nbr) {
+// One group: dW[k] = sum_m a[nbr[m, k]]^T (x) grad[m] (AscendC GatherMmBackpropFilter), a = features,
+// or with scale and shift a = relu(features * scale + shift), made first by the scale_shift_relu op.
+at::Tensor gather_mm_backprop_filter_one_group(const at::Tensor& source, const at::Tensor& grad, const at::Tensor& nbr,
+                                               const std::optional<at::Tensor>& scale,
+                                               const std::optional<at::Tensor>& shift) {
+  static auto scale_shift_relu = c10::Dispatcher::singleton()
+                                     .findSchemaOrThrow("mx_sparse::scale_shift_relu", "")
+                                     .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&)>();
+  const at::Tensor features = scale.has_value() ? scale_shift_relu.call(source, *scale, *shift) : source;
   check_float(features, "features");
   check_limits([&] { mxs_ascend::CheckGatherMmBpfLimits(features.size(1), grad.size(1)); });
   at::Tensor dw = at::empty({nbr.size(1), features.size(1), grad.size(1)}, features.options());
