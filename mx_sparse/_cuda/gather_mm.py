@@ -194,11 +194,12 @@ def tile_stats(x: torch.Tensor):
     return entry[1], entry[2]
 
 
-class _FilterLaunch:
-    """What a gather_mm_backprop_filter launch on one map takes besides its operands and outputs, for
-    one (input rows, Cin, Cout, dtype, TF32 switch, counting): prepared once per map and shape, kept
-    with the map beside the forward's _Launch (the layers of a stage share their map and shapes)."""
-    __slots__ = ("dtype", "tile", "grid", "order", "lists", "counts", "scalars", "splits", "acc", "constexprs")
+class _FilterShaped:
+    """What a gather_mm_backprop_filter launch takes that its shapes alone decide: tile, grid, splits
+    and keyword arguments, for one (output rows, offsets, input rows, Cin, Cout, dtype, TF32 switch,
+    counting, activation): made once per such key and shared by every map of that shape, as the
+    forward's _Shaped."""
+    __slots__ = ("dtype", "tile", "grid", "splits", "acc", "constexprs", "block_m", "aligned", "block_k")
 
     def __init__(self, features, grad, nbr, activation):
         m, kvol = nbr.shape
@@ -210,11 +211,8 @@ class _FilterLaunch:
         _check_grid(blocks_n, "grad: the output-channel blocks")
         self.splits, _ = tiles.filter_splits(m, blocks_k, blocks_n, 1, tile.block_m)
         self.acc = torch.float64 if features.dtype == torch.float64 else torch.float32
-        plan = map_plan.plan(nbr, tile.block_m, n_in)
-        # each program's compacted list of the tiles its offsets are present in (no in-loop branch)
-        self.lists, self.counts = tile_lists.lists(plan.present, tile.aligned, kvol, cin, tile.block_k)
-        self.order, self.tile, self.grid = plan.order, tile.name(), (blocks_k, blocks_n, self.splits)
-        self.scalars = (m, n_in, kvol, cin, cout, self.lists.shape[1], self.splits)
+        self.tile, self.grid = tile.name(), (blocks_k, blocks_n, self.splits)
+        self.block_m, self.aligned, self.block_k = tile.block_m, tile.aligned, tile.block_k
         constants = launch.dot_constants(features.dtype)
         # T: the activation's compute type (the fused BatchNorm's: float64 features in float64, the
         # others in float32), which is the accumulator's
@@ -227,10 +225,42 @@ class _FilterLaunch:
         self.constexprs["SUM_SPLITS"] = not (self.splits == 1 and features.dtype == self.acc)
 
 
+# (output rows, offsets, "filter", input rows, Cin, Cout, dtype, TF32, counting, activation) -> _FilterShaped;
+# emptied when full, as _shaped
+_filter_shaped = {}
+
+
+def _filter_shaped_for(features, grad, nbr, key) -> _FilterShaped:
+    found = _filter_shaped.get(key)
+    if found is None:
+        if len(_filter_shaped) >= MAX_SHAPED:
+            _filter_shaped.clear()
+        found = _filter_shaped[key] = _FilterShaped(features, grad, nbr, key[-1])
+    return found
+
+
+class _FilterLaunch:
+    """What a gather_mm_backprop_filter launch on one map takes besides its operands and outputs: the
+    shapes' part (``shaped``, shared) and the map's plan order and tile lists; prepared once per map
+    and shape, kept with the map beside the forward's _Launch (the layers of a stage share their map
+    and shapes)."""
+    __slots__ = ("shaped", "order", "lists", "counts", "scalars")
+
+    def __init__(self, shaped, nbr, n_in, cin, cout):
+        m, kvol = nbr.shape
+        self.shaped = shaped
+        plan = map_plan.plan(nbr, shaped.block_m, n_in)
+        # each program's compacted list of the tiles its offsets are present in (no in-loop branch)
+        self.lists, self.counts = tile_lists.lists(plan.present, shaped.aligned, kvol, cin, shaped.block_k)
+        self.order = plan.order
+        self.scalars = (m, n_in, kvol, cin, cout, self.lists.shape[1], shaped.splits)
+
+
 def _prepared_filter(features, grad, nbr, activation) -> _FilterLaunch:
     key = ("filter", features.shape[0], features.shape[1], grad.shape[1], features.dtype,
            features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], activation)
-    return _kept(nbr, key, lambda: _FilterLaunch(features, grad, nbr, activation))
+    return _kept(nbr, key, lambda: _FilterLaunch(_filter_shaped_for(features, grad, nbr, (*nbr.shape, *key)), nbr,
+                                                 features.shape[0], features.shape[1], grad.shape[1]))
 
 
 def gather_mm_backprop_filter_one_group(features, grad, nbr, scale=None, shift=None):
@@ -246,16 +276,17 @@ def gather_mm_backprop_filter_one_group(features, grad, nbr, scale=None, shift=N
         features, grad, nbr = launch.aligned_all(features, grad, nbr)
         scale = shift = features      # never read (ACTIVATION off)
     args = _prepared_filter(features, grad, nbr, activation)
+    shaped = args.shaped
     kvol, cin, cout = nbr.shape[1], features.shape[1], grad.shape[1]
     dw = features.new_empty((kvol, cin, cout))
-    sum_splits = args.constexprs["SUM_SPLITS"]
-    partial = torch.empty((args.splits, kvol, cin, cout), dtype=args.acc, device=features.device) if sum_splits \
-        else dw
-    tickets = split_tickets(features, args.grid[0] * args.grid[1])
+    partial = torch.empty((shaped.splits, kvol, cin, cout), dtype=shaped.acc, device=features.device) \
+        if shaped.constexprs["SUM_SPLITS"] else dw
+    tickets = split_tickets(features, shaped.grid[0] * shaped.grid[1])
     counter = launch.step_counter(features)
-    launch.run(launch.kernels().filter_splits_kernel, "gather_mm_backprop_filter", args.dtype, args.tile, args.grid,
+    launch.run(launch.kernels().filter_splits_kernel, "gather_mm_backprop_filter", shaped.dtype, shaped.tile,
+               shaped.grid,
                (features, scale, shift, grad, nbr, args.order, args.lists, args.counts, partial, dw, tickets, counter),
-               *args.scalars, **args.constexprs)
+               *args.scalars, **shaped.constexprs)
     launch.record_steps("gather_mm_backprop_filter", counter)
     return dw
 

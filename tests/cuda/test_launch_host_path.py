@@ -91,3 +91,17 @@ def test_gather_launches_share_the_part_their_shapes_decide():
                     references(features, narrower, grad[:, :16], nbr, 1)[0], torch.float32, "gather_mm")
     third = next(v for k, v in gather_mm._launches.get(nbr)[1].items() if isinstance(v, gather_mm._Launch) and k[2] == 16)
     assert third.shaped is not first.shaped and third.shaped.scalars[4] == 16
+
+
+def test_filter_launches_share_the_part_their_shapes_decide():
+    """gather_mm_backprop_filter's launch arguments likewise: _FilterShaped made once per shape and
+    shared by a fresh map, each map keeping its own plan order and tile lists; both maps give the
+    CPU backend's values."""
+    features, weight, grad, nbr = operands(150, 120, 27, 16, 24, 1, torch.float32, seed=7, density=0.4)
+    other = operands(150, 120, 27, 16, 24, 1, torch.float32, seed=8, density=0.2)[3]
+    for m in (nbr, other):
+        assert_close_to(CUDA["gather_mm_backprop_filter"](features, grad, m, None, 1),
+                        references(features, weight, grad, m, 1)[2], torch.float32, "filter gradient")
+    first, second = (next(v for v in gather_mm._launches.get(m)[1].values() if isinstance(v, gather_mm._FilterLaunch))
+                     for m in (nbr, other))
+    assert first.shaped is second.shaped and first.order is not second.order and first.lists is not second.lists
