@@ -55,6 +55,7 @@ def compute_dtype(dtype):
 
 @functools.lru_cache(maxsize=None)
 def _triton_type(dtype):
+    launch.batch_norm_kernels()    # where triton is missing: the error that says what to install
     import triton.language as tl
     return tl.float64 if dtype == torch.float64 else tl.float32
 

@@ -153,6 +153,7 @@ def dot_constants(dtype: torch.dtype) -> dict:
     tf32 = dtype == torch.float32 and tf32_allowed()
     found = _dot_constants.get((dtype, tf32))
     if found is None:
+        kernels()      # where triton is missing: the error that says what to install (not an ImportError here)
         import triton.language as tl
         found = _dot_constants[(dtype, tf32)] = {
             "PRECISION": "tf32" if tf32 else "ieee", "WIDEN": dtype == torch.bfloat16 and interpreting(),
