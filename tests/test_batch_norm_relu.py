@@ -235,8 +235,9 @@ def test_backward_node_is_cpp_and_gives_only_the_gradients_asked(requires):
     x = features(41, 7, torch.float64).requires_grad_("x" in requires)
     xr = x.detach().clone().requires_grad_("x" in requires)
     y, yr = batch_norm_relu(x, bn), torch.relu(ref(xr))
-    assert type(y.grad_fn).__name__ != "BackwardCFunction"   # what a Python autograd.Function makes
-    assert "BatchNormRelu" in y.grad_fn.name()
+    # a Python autograd.Function's node is a BackwardCFunction subclass (_BatchNormReLUBackward before)
+    assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+    assert type(y.grad_fn).__name__ == "CppFunction" and "BatchNormRelu" in y.grad_fn.name()
     dy = features(41, 7, torch.float64, seed=3)
     y.backward(dy), yr.backward(dy)
     torch.testing.assert_close(y, yr, **TOL[torch.float64])
