@@ -220,6 +220,38 @@ def test_double_backward_is_refused():
         torch.autograd.grad(batch_norm_relu(x, bn).sum(), x, create_graph=True)
 
 
+@pytest.mark.parametrize("requires", ["x", "weight", "bias", "x,weight", "x,affine=False"])
+def test_backward_node_is_cpp_and_gives_only_the_gradients_asked(requires):
+    """The layer's node is the C++ one (kernels/schema/autograd.cpp, no Python Function per
+    layer); its gradients are torch's modules' for every subset of x, weight, bias that requires
+    one, and None for the others (needs_input_grad counts an absent weight and bias right)."""
+    affine = "affine=False" not in requires
+    bn = make_bn(7, torch.float64, affine=affine)
+    ref = copy.deepcopy(bn)
+    for module in (bn, ref):
+        if affine:
+            module.weight.requires_grad_("weight" in requires)
+            module.bias.requires_grad_("bias" in requires)
+    x = features(41, 7, torch.float64).requires_grad_("x" in requires)
+    xr = x.detach().clone().requires_grad_("x" in requires)
+    y, yr = batch_norm_relu(x, bn), torch.relu(ref(xr))
+    # a Python autograd.Function's node is a BackwardCFunction subclass (_BatchNormReLUBackward before)
+    assert not isinstance(y.grad_fn, torch.autograd.function.BackwardCFunction)
+    assert type(y.grad_fn).__name__ == "CppFunction" and "BatchNormRelu" in y.grad_fn.name()
+    dy = features(41, 7, torch.float64, seed=3)
+    y.backward(dy), yr.backward(dy)
+    torch.testing.assert_close(y, yr, **TOL[torch.float64])
+    pairs = [(x.grad, xr.grad)] + ([(bn.weight.grad, ref.weight.grad), (bn.bias.grad, ref.bias.grad)] if affine else [])
+    for got, want in pairs:
+        assert (got is None) == (want is None)
+        if want is not None:
+            torch.testing.assert_close(got, want, **TOL[torch.float64])
+    with pytest.raises(RuntimeError, match="double backward through a fused BatchNorm1d\\+ReLU is not supported; "
+                                           "set mx_sparse.SparseSequential.fuse_bn_relu = False"):
+        torch.autograd.grad(batch_norm_relu(x, bn).sum(), [t for t in (x, bn.weight, bn.bias)
+                                                            if t is not None and t.requires_grad], create_graph=True)
+
+
 def test_one_row_in_training_is_an_error():
     with pytest.raises(ValueError, match="input: BatchNorm1d in training mode needs more than 1 value"):
         batch_norm_relu(torch.ones(1, 3), nn.BatchNorm1d(3))

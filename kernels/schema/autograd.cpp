@@ -18,11 +18,15 @@
 // features, and its weight gradient is backprop_filter(source, dy, ..., scale, shift), which
 // applies the activation as it reads source (the CUDA kernel) or recomputes features first (the
 // others): no backward keeps or recomputes the features themselves.
+//
+// The fused BatchNorm1d+ReLU layer (_batch_norm_relu) has its node here too: one per
+// conv-BN-ReLU block, its backward batch_norm_relu_backward.
 #include <torch/autograd.h>
 #include <torch/library.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <string>
+#include <tuple>
 
 #include "../orchestration/device_constants.h"
 
@@ -242,6 +246,70 @@ at::Tensor backprop_filter_autograd(const at::Tensor& x, const at::Tensor& dy, c
   return BackpropFilter::apply(x, dy, nbr, nbr_t, groups, symmetric);
 }
 
+// The fused BatchNorm1d+ReLU (_batch_norm_relu): differentiable in x, gamma and beta; the
+// statistics' dependence on x (batch statistics) is inside batch_norm_relu_backward's formula,
+// which recomputes the ReLU mask from x, so the node keeps x, never y. A C++ node, not a Python
+// autograd.Function: a network has one per conv-BN-ReLU block, and Python's apply and backward
+// overhead per layer was a visible share of a training step's host time.
+using BnForwardSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
+    const at::Tensor&, const MaybeTensor&, const MaybeTensor&, const MaybeTensor&, const MaybeTensor&, bool, double,
+    double);
+using BnBackwardSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                                     const at::Tensor&, const at::Tensor&,
+                                                                     const MaybeTensor&, const at::Tensor&,
+                                                                     const at::Tensor&, bool);
+
+class BatchNormRelu : public torch::autograd::Function<BatchNormRelu> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const MaybeTensor& gamma,
+                               const MaybeTensor& beta, const MaybeTensor& running_mean,
+                               const MaybeTensor& running_var, bool batch_stats, double momentum, double eps) {
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mx_sparse::batch_norm_relu_forward", "")
+                         .typed<BnForwardSig>();
+    // the forward op goes through autograd's fallback as it did under the Python Function (grad
+    // mode is off here): the running statistics' version counters move as they did
+    auto [y, mean, invstd, scale, shift] =
+        op.call(x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps);
+    ctx->save_for_backward({x, gamma.value_or(at::Tensor()), mean, invstd, scale, shift});
+    ctx->saved_data["batch_stats"] = batch_stats;
+    ctx->saved_data["has_beta"] = beta.has_value() && beta->defined();
+    ctx->mark_non_differentiable({scale, shift});
+    ctx->set_materialize_grads(false);   // scale and shift never get a gradient: no zeros made for them
+    return {y, scale, shift};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    TORCH_CHECK(!at::GradMode::is_enabled(),
+                "mx_sparse: double backward through a fused BatchNorm1d+ReLU is not supported; "
+                "set mx_sparse.SparseSequential.fuse_bn_relu = False to use torch's modules");
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("mx_sparse::batch_norm_relu_backward", "")
+                         .typed<BnBackwardSig>();
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& dy = grads[0];
+    // needs_input_grad counts the node's edges: an absent gamma or beta (affine=False) has none
+    const bool has_gamma = saved[1].defined(), has_beta = ctx->saved_data["has_beta"].toBool();
+    const bool need_x = ctx->needs_input_grad(0);
+    const bool need_gamma = has_gamma && ctx->needs_input_grad(1);
+    const bool need_beta = has_beta && ctx->needs_input_grad(has_gamma ? 2 : 1);
+    const at::Tensor none;
+    if (!dy.defined()) return {none, none, none, none, none, none, none, none};
+    const MaybeTensor gamma = has_gamma ? MaybeTensor(saved[1]) : std::nullopt;
+    auto [dx, dgamma, dbeta] =
+        op.call(dy, saved[0], saved[2], saved[3], gamma, saved[4], saved[5], ctx->saved_data["batch_stats"].toBool());
+    return {need_x ? dx : none, need_gamma ? dgamma : none, need_beta ? dbeta : none, none, none, none, none, none};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_autograd(const at::Tensor& x, const MaybeTensor& gamma,
+                                                                        const MaybeTensor& beta,
+                                                                        const MaybeTensor& running_mean,
+                                                                        const MaybeTensor& running_var,
+                                                                        bool batch_stats, double momentum, double eps) {
+  auto outs = BatchNormRelu::apply(x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps);
+  return {outs[0], outs[1], outs[2]};
+}
+
 // Pooling (schema.cpp): max pooling routes each output gradient to the argmax row,
 // average pooling spreads it over the window's inputs; both backward ops take the
 // number of input rows as a SymInt, like transpose_map.
@@ -302,6 +370,7 @@ TORCH_LIBRARY_IMPL(mx_sparse, Autograd, m) {
   m.impl("sparse_avg_pool", &mxs::avg_pool_autograd);
   m.impl("gather_mm", &mxs::gather_mm_autograd);
   m.impl("gather_mm_backprop_filter", &mxs::backprop_filter_autograd);
+  m.impl("_batch_norm_relu", &mxs::batch_norm_relu_autograd);
   // Voxelization is not differentiable (neither are spconv's and mmcv's): its outputs carry
   // no autograd history, whatever the points require.
   m.impl("voxelize_hard", torch::CppFunction::makeFallthrough());

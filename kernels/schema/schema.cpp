@@ -100,6 +100,13 @@ TORCH_LIBRARY(mx_sparse, m) {
   // and invstd on the input is included.
   m.def("batch_norm_relu_backward(Tensor grad, Tensor input, Tensor mean, Tensor invstd, Tensor? weight, "
         "Tensor scale, Tensor shift, bool batch_stats) -> (Tensor, Tensor, Tensor)");
+  // The fused layer as autograd sees it (internal: mx_sparse/nn/batch_norm_relu.py calls it when
+  // a gradient is to be recorded): batch_norm_relu_forward's (y, scale, shift), running statistics
+  // updated as it updates them; y is differentiable in input, weight and bias through
+  // batch_norm_relu_backward (the node in autograd.cpp); scale and shift are not (they describe
+  // y: y = max(input * scale + shift, 0), the recipe that recomputes it).
+  m.def("_batch_norm_relu(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!)? running_mean, "
+        "Tensor(b!)? running_var, bool batch_stats, float momentum, float eps) -> (Tensor, Tensor, Tensor)");
   // Pooling over a neighbor map nbr [M, K] (int32, entries -1 or a row of features [N, C]),
   // without gathering the [M, K, C] window: out [M, C]. Max: the largest input of each
   // window per channel, argmax [M, C] = its kernel offset k (lowest on ties, a NaN wins; an

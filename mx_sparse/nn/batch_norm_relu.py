@@ -125,34 +125,13 @@ def batch_norm_relu(x: torch.Tensor, bn: nn.BatchNorm1d) -> torch.Tensor:
         # nothing to differentiate (inference_mode, no_grad, frozen layers): the kernel alone, without a
         # graph node or a recipe (no backward will recompute y; inference tensors have no version counter)
         return ops.batch_norm_relu_forward(x, gamma, beta, *running, batch_stats, momentum, bn.eps)[0]
-    return _BatchNormReLU.apply(x, gamma, beta, *running, batch_stats, momentum, bn.eps)
-
-
-class _BatchNormReLU(torch.autograd.Function):
-    """Differentiable in x, gamma and beta; the statistics' dependence on x (batch statistics)
-    is inside batch_norm_relu_backward's formula. Marks its output with the recipe that
-    recomputes it (x, scale, shift)."""
-
-    @staticmethod
-    def forward(ctx, x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps):
-        y, mean, invstd, scale, shift = ops.batch_norm_relu_forward(
-            x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps)
-        ctx.save_for_backward(x, gamma, mean, invstd, scale, shift)
-        ctx.batch_stats = batch_stats
-        if not x.is_inference():   # an inference tensor cannot be saved: torch says so after forward returns
-            _RECIPES[y] = Recipe(x, x._version, y._version, scale, shift)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        if torch.is_grad_enabled():
-            raise RuntimeError("mx_sparse: double backward through a fused BatchNorm1d+ReLU is not supported; "
-                               "set mx_sparse.SparseSequential.fuse_bn_relu = False to use torch's modules")
-        x, gamma, mean, invstd, scale, shift = ctx.saved_tensors
-        dx, dgamma, dbeta = ops.batch_norm_relu_backward(dy, x, mean, invstd, gamma, scale, shift, ctx.batch_stats)
-        needs = ctx.needs_input_grad
-        return (dx if needs[0] else None, dgamma if needs[1] else None, dbeta if needs[2] else None,
-                None, None, None, None, None)
+    # the layer's autograd node is C++ (kernels/schema/autograd.cpp: batch_norm_relu_backward,
+    # differentiable in x, gamma and beta; double backward raises); scale and shift come back
+    # without a gradient, for the recipe
+    y, scale, shift = ops._batch_norm_relu(x, gamma, beta, *running, batch_stats, momentum, bn.eps)
+    if not x.is_inference():   # an inference tensor cannot be saved: the op has said so already
+        _RECIPES[y] = Recipe(x, x._version, y._version, scale, shift)
+    return y
 
 
 def recipe_of(y: torch.Tensor):
