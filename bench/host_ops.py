@@ -135,12 +135,9 @@ def _map_results_by_fallback(inline):
             # what the lookup's or _conv_out_keys' launch kept with its result (row keys: the
             # plans of the map, or of its transpose, then run no row_mask launch) goes with the
             # result returned instead
-            if isinstance(made, torch.Tensor):
-                for kept, keep in ((built_maps.lookup_row_key, built_maps.keep_lookup_row_key),
-                                   (built_maps.pair_row_key, built_maps.keep_pair_row_key)):
-                    key = kept(made)
-                    if key is not None:
-                        keep(result, key)
+            key = built_maps.result_row_key(made) if isinstance(made, torch.Tensor) else None
+            if key is not None:
+                built_maps.keep_result_row_key(result, key)
             return result
         inline[name] = primitive
     return inline

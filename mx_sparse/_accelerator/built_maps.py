@@ -65,8 +65,8 @@ class _Built:
 def vouch_map(nbr: torch.Tensor, rows: int, row_key: Optional[torch.Tensor] = None,
               transpose_row_key: Optional[torch.Tensor] = None) -> None:
     """``nbr`` is a map a builder made: entries in [-1, rows), each (input row, offset) once;
-    ``row_key``, where given, its rows' neighbour bitmasks (see lookup_row_key), and
-    ``transpose_row_key`` [rows] those of its transpose on ``rows`` rows (see pair_row_key)."""
+    ``row_key``, where given, its rows' neighbour bitmasks (see result_row_key), and
+    ``transpose_row_key`` [rows] those of its transpose on ``rows`` rows (see result_row_key)."""
     version = _version(nbr)
     if version is not None:
         _built_maps[nbr] = _Built(version, rows, row_key, transpose_row_key)
@@ -98,46 +98,32 @@ def transpose_of(nbr: torch.Tensor) -> Optional[torch.Tensor]:
     return entry.transpose
 
 
-# What a device lookup (_sorted_key_lookup on CUDA, mx_sparse/_cuda/map_primitives.py) wrote beside
-# its result in the same launch: each result row's neighbour bitmask (bit k for the first 63
-# offsets k found; the row key of mx_sparse/_cuda/map_plan.py), keyed by the result tensor. A
-# builder that makes a map from that result keeps them with the map (vouch_map's row_key, in the
-# map's row order); a result no builder takes (another caller's lookup) drops its entry with it.
-_lookup_row_keys = WeakIdMap()
+# What a device map primitive (CUDA, mx_sparse/_cuda/map_primitives.py) wrote beside its result in
+# the same launch: row keys (map_plan.py's neighbour bitmasks, bit k for the first 63 offsets k),
+# keyed by the result tensor (one registry: the results are distinct tensors). A builder that makes
+# a map from that result keeps them with the map (vouch_map); a result no builder takes (another
+# caller's) drops its entry with it.
+# - _sorted_key_lookup's result [S, K]: each result row's bitmask of the offsets found: the map's
+#   row keys (vouch_map's row_key, in the map's row order).
+# - _conv_out_keys' result [K * N]: each input row's bitmask of the offsets k whose pair (k, n)
+#   reaches an output. Every output a pair reaches is one of the strided map's outputs (they are
+#   those pairs' distinct keys), and its lookup finds that input there: input n has offset k in the
+#   map's transpose exactly where the pair (k, n) reaches an output, so these are the transpose's
+#   row keys (ConvMapBuild.take_pair_keys, vouch_map's transpose_row_key), for the transpose on
+#   the map's own input rows.
+_result_row_keys = WeakIdMap()
 
 
-def keep_lookup_row_key(found: torch.Tensor, key: torch.Tensor) -> None:
-    """``key`` [S] holds the neighbour bitmask of each row of the lookup result ``found`` [S, K]."""
-    if _version(found) is not None:
-        _lookup_row_keys[found] = (found._version, key)
+def keep_result_row_key(result: torch.Tensor, key: torch.Tensor) -> None:
+    """``key`` holds the row keys a map primitive's launch wrote beside ``result`` (above)."""
+    if _version(result) is not None:
+        _result_row_keys[result] = (result._version, key)
 
 
-def lookup_row_key(found: torch.Tensor) -> Optional[torch.Tensor]:
-    """The row keys the lookup that made ``found`` kept with it (``found`` unchanged since), else None."""
-    entry = _lookup_row_keys.get(found)
-    return entry[1] if entry is not None and entry[0] == _version(found) else None
-
-
-# What a device _conv_out_keys (CUDA) wrote beside its result [K * N] in the same launch: each
-# input row's offset bitmask (bit k for the first 63 offsets k that reach an output). Every output
-# a pair reaches is one of the strided map's outputs (they are those pairs' distinct keys), and
-# its lookup finds that input there: input n has offset k in the map's transpose exactly where the
-# pair (k, n) reaches an output, so these are the transpose's row keys. Keyed by the result
-# tensor; the builder takes them (ConvMapBuild.take_pair_keys) and keeps them with the map
-# (vouch_map's transpose_row_key), for the transpose on the map's own input rows.
-_pair_row_keys = WeakIdMap()
-
-
-def keep_pair_row_key(pair_keys: torch.Tensor, key: torch.Tensor) -> None:
-    """``key`` [N] holds each input row's offset bitmask for ``_conv_out_keys``' result [K * N]."""
-    if _version(pair_keys) is not None:
-        _pair_row_keys[pair_keys] = (pair_keys._version, key)
-
-
-def pair_row_key(pair_keys: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """The row keys kept with ``pair_keys`` (unchanged since), else None."""
-    entry = None if pair_keys is None else _pair_row_keys.get(pair_keys)
-    return entry[1] if entry is not None and entry[0] == _version(pair_keys) else None
+def result_row_key(result: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """The row keys kept with ``result`` (unchanged since), else None."""
+    entry = None if result is None else _result_row_keys.get(result)
+    return entry[1] if entry is not None and entry[0] == _version(result) else None
 
 
 def keep_transpose(nbr: torch.Tensor, nbr_t: torch.Tensor) -> None:

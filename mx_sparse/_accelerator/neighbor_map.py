@@ -61,7 +61,7 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     nbr, found = build.finish()    # the lookup and the rows in input order
     if indices.shape[0]:
         # the row keys a device lookup wrote (CUDA), put in the map's row order as its rows
-        key = built_maps.lookup_row_key(found)
+        key = built_maps.result_row_key(found)
         built_maps.vouch_map(nbr, indices.shape[0], None if key is None else build.in_input_order(key))
     return nbr
 
@@ -81,11 +81,11 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
         index_checks.raise_bad_rows(indices, spatial_shape, batch_size, bad_row, dup_row)
         built_maps.vouch_indices(indices, spatial_shape, batch_size)
     # the input rows' offset bitmasks a device _conv_out_keys wrote (CUDA): the transpose's row keys
-    transpose_key = built_maps.pair_row_key(build.take_pair_keys())
+    transpose_key = built_maps.result_row_key(build.take_pair_keys())
     out_idx, nbr, out_shape, found = build.finish(m)    # the outputs, the lookup and the rows
     built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
     # the map's rows are the lookup's: the row keys a device lookup wrote (CUDA) are the map's
-    built_maps.vouch_map(nbr, indices.shape[0], built_maps.lookup_row_key(found), transpose_key)
+    built_maps.vouch_map(nbr, indices.shape[0], built_maps.result_row_key(found), transpose_key)
     return out_idx, nbr, out_shape
 
 

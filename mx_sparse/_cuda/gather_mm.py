@@ -87,18 +87,20 @@ class _Shaped:
         self.constexprs["LISTS"] = False
 
 
-# (output rows, offsets, input rows, Cin, Cout, dtype, TF32, counting, moments) -> _Shaped; emptied when
-# full (a stream of new shapes) rather than grown without bound
+# (output rows, offsets, input rows, Cin, Cout, dtype, TF32, counting, moments) -> _Shaped, and
+# (output rows, offsets, "filter", ..., activation) -> _FilterShaped; emptied when full (a stream of
+# new shapes) rather than grown without bound
 _shaped = {}
 MAX_SHAPED = 4096
 
 
-def _shaped_for(features, weight, nbr, key) -> _Shaped:
+def _by_shape(key, make):
+    """``make()``, made once per shape ``key`` and shared by every map of that shape."""
     found = _shaped.get(key)
     if found is None:
         if len(_shaped) >= MAX_SHAPED:
             _shaped.clear()
-        found = _shaped[key] = _Shaped(features, weight, nbr, key[-1])
+        found = _shaped[key] = make()
     return found
 
 
@@ -136,7 +138,8 @@ def _kept(nbr, key, make):
 def _prepared(features, weight, nbr, stats) -> _Launch:
     key = (features.shape[0], features.shape[1], weight.shape[2], features.dtype,
            features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], stats)
-    return _kept(nbr, key, lambda: _Launch(_shaped_for(features, weight, nbr, (*nbr.shape, *key)), nbr,
+    shaped = (*nbr.shape, *key)
+    return _kept(nbr, key, lambda: _Launch(_by_shape(shaped, lambda: _Shaped(features, weight, nbr, stats)), nbr,
                                            features.shape[0]))
 
 
@@ -225,20 +228,6 @@ class _FilterShaped:
         self.constexprs["SUM_SPLITS"] = not (self.splits == 1 and features.dtype == self.acc)
 
 
-# (output rows, offsets, "filter", input rows, Cin, Cout, dtype, TF32, counting, activation) -> _FilterShaped;
-# emptied when full, as _shaped
-_filter_shaped = {}
-
-
-def _filter_shaped_for(features, grad, nbr, key) -> _FilterShaped:
-    found = _filter_shaped.get(key)
-    if found is None:
-        if len(_filter_shaped) >= MAX_SHAPED:
-            _filter_shaped.clear()
-        found = _filter_shaped[key] = _FilterShaped(features, grad, nbr, key[-1])
-    return found
-
-
 class _FilterLaunch:
     """What a gather_mm_backprop_filter launch on one map takes besides its operands and outputs: the
     shapes' part (``shaped``, shared) and the map's plan order and tile lists; prepared once per map
@@ -259,8 +248,10 @@ class _FilterLaunch:
 def _prepared_filter(features, grad, nbr, activation) -> _FilterLaunch:
     key = ("filter", features.shape[0], features.shape[1], grad.shape[1], features.dtype,
            features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], activation)
-    return _kept(nbr, key, lambda: _FilterLaunch(_filter_shaped_for(features, grad, nbr, (*nbr.shape, *key)), nbr,
-                                                 features.shape[0], features.shape[1], grad.shape[1]))
+    shaped = (*nbr.shape, *key)
+    return _kept(nbr, key, lambda: _FilterLaunch(
+        _by_shape(shaped, lambda: _FilterShaped(features, grad, nbr, activation)), nbr, features.shape[0],
+        features.shape[1], grad.shape[1]))
 
 
 def gather_mm_backprop_filter_one_group(features, grad, nbr, scale=None, shift=None):

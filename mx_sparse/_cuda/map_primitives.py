@@ -4,10 +4,10 @@ instead of the torch-operator fallbacks (fallback.py), whose contracts (kernels/
 and results they keep bit for bit. Nothing is read on the host.
 
 The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
-(map_plan.py), kept with its result (built_maps.keep_lookup_row_key): a builder that makes a map
+(map_plan.py), kept with its result (built_maps.keep_result_row_key): a builder that makes a map
 from it keeps the keys with the map, and the map's plans skip their row_mask launch. So does
 _conv_out_keys' launch for each input row (bit k where offset k reaches an output): the row keys
-of the strided map's transpose (built_maps.keep_pair_row_key).
+of the strided map's transpose (built_maps.keep_result_row_key).
 """
 import torch
 
@@ -45,13 +45,13 @@ def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, paddi
         kvol, cells = kvol * k, cells * o
     out = torch.empty((kvol * n,), dtype=torch.int64, device=indices.device)
     # each input row's offset bitmask comes with the keys (same launch): kept with the result, for
-    # the transpose of the map a builder makes from it (built_maps.pair_row_key; map_plan.py reads it)
+    # the transpose of the map a builder makes from it (built_maps.result_row_key; map_plan.py reads it)
     key = torch.empty((n,), dtype=map_plan.key_dtype(kvol), device=indices.device)
     launch.run(launch.map_kernels().conv_out_keys_kernel, "conv_out_keys", "int64", f"b{OUT_KEY_ROWS}",
                (_cdiv(n, OUT_KEY_ROWS),), (launch.aligned(indices), out, key), n, kvol, cells, map_plan.key_bits(kvol),
                *_per_axis(out_shape, 1), *_per_axis(kernel_size, 1), *_per_axis(stride, 1),
                *_per_axis(padding, 0), *_per_axis(dilation, 1), NDIM=ndim, BLOCK=OUT_KEY_ROWS)
-    built_maps.keep_pair_row_key(out, key)
+    built_maps.keep_result_row_key(out, key)
     return out
 
 
@@ -69,13 +69,13 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     if c == 0 or s == 0 or kvol == 0:
         return out.fill_(fallback.NO_NEIGHBOR)
     # the rows' neighbour bitmasks come with the positions (same launch): kept with the result,
-    # for the map a builder makes from it (built_maps.lookup_row_key; map_plan.py reads them)
+    # for the map a builder makes from it (built_maps.result_row_key; map_plan.py reads them)
     key = torch.empty((s,), dtype=map_plan.key_dtype(kvol), device=query_keys.device)
     block_s, block_k = lookup_blocks(kvol)
     launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{block_s}x{block_k}",
                (_cdiv(s, block_s),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key),
                s, kvol, c, c.bit_length(), map_plan.key_bits(kvol), BLOCK_S=block_s, BLOCK_K=block_k)
-    built_maps.keep_lookup_row_key(out, key)
+    built_maps.keep_result_row_key(out, key)
     return out
 
 

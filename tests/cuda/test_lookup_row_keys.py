@@ -111,10 +111,10 @@ def test_lookup_writes_the_keys_of_its_rows():
         deltas = torch.randint(-30, 30, (kvol,), generator=g)
         found = map_primitives.sorted_key_lookup(query, keys, deltas, 5, 6000)
         assert torch.equal(found, fallback.sorted_key_lookup(query, keys, deltas, 5, 6000))
-        key = built_maps.lookup_row_key(found)
+        key = built_maps.result_row_key(found)
         assert key.dtype == map_plan.key_dtype(kvol) and torch.equal(key.long(), expected_key(found))
     empty = map_primitives.sorted_key_lookup(query, keys[:0], deltas, 5, 6000)
-    assert bool((empty == -1).all()) and built_maps.lookup_row_key(empty) is None
+    assert bool((empty == -1).all()) and built_maps.result_row_key(empty) is None
 
 
 # The strided map's transpose: its row keys come from _conv_out_keys' launch (conv_out_keys_kernel:
@@ -191,7 +191,7 @@ def test_conv_out_keys_writes_the_offset_bitmasks_of_its_rows():
         kvol = want.numel() // idx.shape[0]
         bits = min(kvol, map_plan.KEY_BITS)
         reached = (want.view(kvol, -1)[:bits] != 2**63 - 1).long().t()
-        key = built_maps.pair_row_key(pairs)
+        key = built_maps.result_row_key(pairs)
         assert key.dtype == map_plan.key_dtype(kvol)
         assert torch.equal(key.long(), reached.bitwise_left_shift(torch.arange(bits)).sum(1))
 
