@@ -1,6 +1,9 @@
 """Host cost of the fused BatchNorm+ReLU of one VoxelBackBone8x training step: the NPU's torch
-operators (mx_sparse/_accelerator/batch_norm_operators.py, after the orchestration's argument checks,
-as MXS_NPU_ON_CPU=1 runs them) against the C++ CPU kernels, same calls, same process.
+operators against the C++ CPU kernels, same calls, same process. The NPU's operators twice: as the
+NPU path runs them (MXS_NPU_ON_CPU=1 too), the common case in C++ with its argument checks
+(kernels/orchestration/batch_norm_operators.cpp, here called through mx_sparse._C instead of the
+dispatcher), and as the Python of mx_sparse/_accelerator/batch_norm_operators.py after the
+orchestration's argument checks (the NPU path before issue 32; the same operators, the same bits).
 
     python -m bench.batch_norm_host [--repeats 5] [--steps 100]
 
@@ -8,7 +11,7 @@ The calls are those of bench.host_cost's step (400 voxels of a generated KITTI s
 shapes of its fused layers, recorded from one forward on the C++ backend, each as forward, recompute
 (scale_shift_relu) and backward, on seeded data. One thread; the step thread's CPU time; the minimum
 over ``--repeats`` loops of ``--steps`` steps (a loaded machine only ever adds time). Prints one line
-per implementation (microseconds per step) and their ratio.
+per implementation (microseconds per step) and the ratio of each NPU version to the CPU kernels.
 """
 import argparse
 import time
@@ -51,12 +54,15 @@ def _cases(shapes):
 
 
 def _implementations():
-    """{name: (forward, scale_shift_relu, backward)}: the accelerator orchestration's work per call
-    (batch_norm_relu.py: the argument checks, then the implementation; here the torch operators
-    whatever the tensors' device, without changing the orchestration's choice for CPU tensors) and
-    the C++ CPU kernels' ops."""
+    """{name: (forward, scale_shift_relu, backward)}: the NPU path's C++ kernels (checks included),
+    the Python orchestration's work per call (batch_norm_relu.py: the argument checks, then the
+    implementation; here the torch operators whatever the tensors' device, without changing the
+    orchestration's choice for CPU tensors) and the C++ CPU kernels' ops."""
+    from mx_sparse import _C
     from mx_sparse._accelerator import batch_norm_operators as impl
     from mx_sparse._accelerator import op_args
+
+    native = _C.batch_norm_operators
 
     def forward(x, w, b, rm, rv, batch_stats, momentum, eps):
         op_args.batch_norm_relu_forward_operands(x, w, b, rm, rv, batch_stats, half_ok=True)
@@ -71,7 +77,8 @@ def _implementations():
         return impl.backward(grad, x, mean, invstd, w, scale, shift, batch_stats)
 
     ops = torch.ops.mx_sparse
-    return {"torch operators (NPU path)": (forward, recompute, backward),
+    return {"torch operators, C++ (NPU path)": (native.forward, native.scale_shift_relu, native.backward),
+            "torch operators, Python (NPU path before issue 32)": (forward, recompute, backward),
             "C++ CPU kernels": (ops.batch_norm_relu_forward, ops.scale_shift_relu, ops.batch_norm_relu_backward)}
 
 
@@ -109,8 +116,8 @@ def main(argv=None):
           f"host us per step, min of {args.repeats} x {args.steps} steps:")
     for name, us in times.items():
         print(f"  {name}: {us:.0f} us")
-    ops, cpu = times.values()
-    print(f"ratio: {ops / cpu:.2f}")
+    *npu, cpu = times.values()
+    print(f"ratio to the CPU kernels: C++ {npu[0] / cpu:.2f}, Python {npu[1] / cpu:.2f}")
 
 
 if __name__ == "__main__":

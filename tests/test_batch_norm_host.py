@@ -1,13 +1,13 @@
 """bench/batch_norm_host.py: the fused layers it records are those of bench.host_cost's step (12 in
 VoxelBackBone8x, the conv layers' channel widths), and one timed step of each implementation runs
-the same calls (the NPU path's torch operators against the C++ kernels, checked equal within the
-fused-BatchNorm tolerance on the first layer)."""
+the same calls (the NPU path's torch operators, in C++ and in Python, against the C++ kernels, checked
+equal within the fused-BatchNorm tolerance on the first layer, and the two NPU versions bit for bit)."""
 import torch
 
 from bench import batch_norm_host
 
 
-def test_records_the_steps_layers_and_times_both_implementations():
+def test_records_the_steps_layers_and_times_each_implementation():
     shapes = batch_norm_host.step_shapes()
     assert len(shapes) == 12 and shapes[0][0] == 400
     assert [c for _, c in shapes] == [16, 16, 32, 32, 32, 64, 64, 64, 64, 64, 64, 128]
@@ -16,6 +16,7 @@ def test_records_the_steps_layers_and_times_both_implementations():
     t = cases[0]
     outs = [fns[0](t["x"], t["weight"], t["bias"], t["running_mean"].clone(), t["running_var"].clone(), True, 0.1,
                    1e-3)[0] for fns in impls.values()]
-    assert torch.allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)
+    assert torch.equal(outs[0], outs[1])    # the NPU path's C++ and its Python: the same operators
+    assert torch.allclose(outs[0], outs[2], rtol=1e-5, atol=1e-6)
     for fns in impls.values():
         assert batch_norm_host.time_step(fns, cases, repeats=1, steps=1) > 0

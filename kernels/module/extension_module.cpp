@@ -10,4 +10,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   mxs::register_cpu_info_functions(m);
   mxs::register_contract_functions(m);
   mxs::register_map_orchestration_functions(m);
+  mxs::register_batch_norm_operators_functions(m);
 }

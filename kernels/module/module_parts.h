@@ -14,6 +14,11 @@ void register_contract_functions(pybind11::module_& m);
 // mx_sparse/_accelerator/neighbor_map.py.
 void register_map_orchestration_functions(pybind11::module_& m);
 
+// mx_sparse._C.batch_norm_operators: the NPU's fused BatchNorm+ReLU over ATen operators, common
+// case (kernels/orchestration/batch_norm_operators.cpp), registered as the ops' NPU kernels by
+// mx_sparse/_accelerator/registration.py.
+void register_batch_norm_operators_functions(pybind11::module_& m);
+
 // CPU pool statistics and the CPU kernels chosen on this machine (kernels/cpu/cpu_info_bindings.cpp).
 void register_cpu_info_functions(pybind11::module_& m);
 

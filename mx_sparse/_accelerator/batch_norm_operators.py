@@ -3,6 +3,14 @@ BatchNorm kernel exists; each operator is one aclnn call there) and that of ever
 kernels of its own. The accelerator orchestration (batch_norm_relu.py) checks the arguments
 first.
 
+The NPU path (PrivateUse1, and the CPU key under MXS_NPU_ON_CPU=1) runs the common case below
+without Python: kernels/orchestration/batch_norm_operators.cpp is the same operators in the same
+order (the same bits) with the contract's checks, registered as the three ops' kernels
+(registration.py: NPU_NATIVE_OPS), and keeps the forward's twins in a table of its own; it calls
+``forward`` / ``backward`` here for every other case (the general route). This module stays the
+implementation of the other devices and the reference the C++ is tested against
+(tests/accelerator/test_batch_norm_operators.py).
+
 The common case (features in their compute dtype, float32 or float64, per-channel tensors of the
 same dtype, momentum in [0, 1]; autocast's float16 / bfloat16 features add one cast) is built on
 torch's own BatchNorm operators, one aten operator each (torch_npu serves them with aclnnBatchNorm

@@ -11,15 +11,19 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   kernels/ascend/binding/mx_sparse_npu.cpp).
 - The fused BatchNorm+ReLU's implementation, chosen inside the orchestration by device type
   (batch_norm_relu.use_kernels): the Triton kernels (mx_sparse._cuda.batch_norm_relu) for CUDA
-  tensors; for NPU tensors (and every other device) a few torch operators
-  (batch_norm_operators.py: no AscendC BatchNorm kernel exists, each operator is one aclnn call).
+  tensors; for every other device a few torch operators (batch_norm_operators.py). The NPU's
+  are those operators too (no AscendC BatchNorm kernel exists, each operator is one aclnn call),
+  but its common case is C++ registered straight under PrivateUse1 (NPU_NATIVE_OPS: no Python
+  per call, kernels/orchestration/batch_norm_operators.cpp), which calls batch_norm_operators.py
+  for the other cases.
 - ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration, the Triton gathers and the Triton
   BatchNorm kernels for the CPU key too (and voxelization's C++ torch-operator version),
   replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors run, the
   Triton kernels under Triton's interpreter.
-- ``MXS_NPU_ON_CPU=1`` (read at import): the orchestration and the AscendC emulator's
-  primitives (``mx_sparse.runtime.ascend.emulator_primitives()``) for the CPU key: every op on CPU
-  tensors runs the code NPU tensors run, the AscendC kernels in the CPU emulator.
+- ``MXS_NPU_ON_CPU=1`` (read at import): the orchestration, the NPU's C++ BatchNorm and the
+  AscendC emulator's primitives (``mx_sparse.runtime.ascend.emulator_primitives()``) for the CPU
+  key: every op on CPU tensors runs the code NPU tensors run, the AscendC kernels in the CPU
+  emulator.
 
 Both switches are for checking on machines without the device, not for work (slow).
 """
@@ -50,6 +54,10 @@ ORCHESTRATION = {
     "sparse_avg_pool_backward": sparse_pool.sparse_avg_pool_backward,
 }
 PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
+# The ops whose NPU kernels are C++ (mx_sparse._C.batch_norm_operators: batch_norm_operators.py's
+# common case over the same ATen operators, registered by ``register`` for PrivateUse1, and for
+# the CPU key under MXS_NPU_ON_CPU=1); the NPU's Python tables leave them out.
+NPU_NATIVE_OPS = ("batch_norm_relu_forward", "scale_shift_relu", "batch_norm_relu_backward")
 
 # Whether a training step holds the maps no layer is using packed (mx_sparse/nn/packed_map.py: the
 # layer's HeldMap, autograd's saved maps), per dispatch key this orchestration serves; a choice of
@@ -169,17 +177,32 @@ def plan(cuda_on_cpu: bool, npu_on_cpu: bool, npu_binding: bool, npu_primitives=
         raise RuntimeError(f"{CUDA_ON_CPU_ENV}=1 and {NPU_ON_CPU_ENV}=1 both ask to serve CPU tensors; set one")
     table = {"CompositeExplicitAutograd": dict(fallback.PRIMITIVES),
              "CUDA": {**ORCHESTRATION, **_cuda_primitives()}}
+    npu_orchestration = {name: fn for name, fn in ORCHESTRATION.items() if name not in NPU_NATIVE_OPS}
     if npu_binding:
-        table["PrivateUse1"] = dict(ORCHESTRATION)
+        table["PrivateUse1"] = dict(npu_orchestration)
     if cuda_on_cpu:
         table["CPU"] = {**ORCHESTRATION, **_cuda_primitives(), **_voxelize_cuda_path()}
     if npu_on_cpu:
         missing = set(PRIMITIVE_NAMES) - set(npu_primitives)
         if missing:
             raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: the emulator supplies no {sorted(missing)}")
-        table["CPU"] = {**ORCHESTRATION, **{name: npu_primitives[name] for name in PRIMITIVE_NAMES},
+        table["CPU"] = {**npu_orchestration, **{name: npu_primitives[name] for name in PRIMITIVE_NAMES},
                         **_voxelize_cuda_path()}
     return table
+
+
+def npu_native_keys(npu_on_cpu: bool, npu_binding: bool) -> list:
+    """The dispatch keys whose NPU_NATIVE_OPS get the C++ kernels (``register``)."""
+    return (["PrivateUse1"] if npu_binding else []) + (["CPU"] if npu_on_cpu else [])
+
+
+def _register_npu_native(keys) -> None:
+    from .. import _C
+    # the cases outside the C++ common case: batch_norm_operators.py's forward and backward take
+    # its general route for them (the arguments already checked)
+    _C.batch_norm_operators.use_general_route(batch_norm_operators.forward, batch_norm_operators.backward)
+    for key in keys:
+        _C.batch_norm_operators.register(key)
 
 
 def register(npu_binding: bool = False) -> None:
@@ -198,5 +221,6 @@ def register(npu_binding: bool = False) -> None:
             for name, fn in impls.items():
                 lib.impl(name, fn, key)
     _libraries.append(lib)
+    _register_npu_native(npu_native_keys(npu_on_cpu, npu_binding))
     for device_type, kernels in batch_norm_kernels(cuda_on_cpu, npu_on_cpu).items():
         batch_norm_relu.use_kernels(device_type, kernels)

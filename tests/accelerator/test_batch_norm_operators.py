@@ -140,3 +140,115 @@ def test_backward_without_the_forwards_tensors_is_the_same():
     for name, a, b in zip(("dx", "dgamma", "dbeta"), changed, want):
         same_bits(a, b, name)
     assert not torch.equal(changed[0], reused[0])
+
+
+# ---------------------------------------------------------------- the NPU path's C++ common case
+
+def _native_bn():
+    """The C++ kernels the NPU path registers (kernels/orchestration/batch_norm_operators.cpp: the
+    common case over the same operators, the argument checks, the general route in Python)."""
+    from mx_sparse import _C
+    native = _C.batch_norm_operators
+    return {"batch_norm_relu_forward": native.forward, "scale_shift_relu": native.scale_shift_relu,
+            "batch_norm_relu_backward": native.backward}
+
+
+def _with(args, **changes):
+    names = ("x", "weight", "bias", "running_mean", "running_var", "batch_stats", "momentum", "eps")
+    return [changes.get(name, a) for name, a in zip(names, args)]
+
+
+# (n, c, features, per-channel dtype, batch_stats, affine, running, changes): the common case
+# (float32, float64, autocast's float16 / bfloat16 with float32 parameters, absent parameters)
+# and the general route's cases (running statistics, a one-row batch with running statistics, a
+# momentum outside [0, 1], mixed per-channel dtypes, no rows, no channels)
+NATIVE_CASES = {
+    "float32": (700, 24, torch.float32, None, True, True, True, {}),
+    "float64": (300, 16, torch.float64, None, True, True, True, {}),
+    "float16 autocast": (500, 12, torch.float16, torch.float32, True, True, True, {}),
+    "bfloat16 autocast": (500, 12, torch.bfloat16, torch.float32, True, True, True, {}),
+    "no affine": (200, 8, torch.float32, None, True, False, True, {}),
+    "no running": (200, 8, torch.float32, None, True, True, False, {}),
+    "one row, no running": (1, 8, torch.float32, None, True, True, False, {}),
+    "running statistics": (200, 8, torch.float32, None, False, True, True, {}),
+    "one row with running": (1, 8, torch.float32, None, True, True, True, {}),
+    "momentum 1.5": (200, 8, torch.float32, None, True, True, True, {"momentum": 1.5}),
+    "float64 parameters": (200, 8, torch.float32, torch.float64, True, True, True, {}),
+    "no channels": (30, 0, torch.float32, None, True, True, True, {}),
+}
+
+
+@pytest.mark.parametrize("case", list(NATIVE_CASES))
+def test_native_kernels_are_the_python_bit_for_bit(case):
+    """The C++ kernels give the Python implementation's bits (outputs, running statistics,
+    recompute, gradients): the same operators in the same order in the common case, the Python
+    general route itself outside it."""
+    n, c, dtype, channels, batch_stats, affine, running, changes = NATIVE_CASES[case]
+    args = _with(forward_case(n, c, dtype, batch_stats, affine, running, seed=31, channel_dtype=channels), **changes)
+    want, got = run_all(OPERATORS_BN, args), run_all(_native_bn(), args)
+    assert set(got) == set(want)
+    for name in want:
+        same_bits(got[name], want[name], f"{case}: {name}")
+
+
+def test_native_kernels_run_the_same_operators():
+    """The same torch operators, in the same order, as the Python implementation, call by call
+    (the common case, the backward reusing the forward's twins)."""
+    args = forward_case(100, 8, torch.float32, True, True, True, seed=9)
+    sequences = []
+    for ops in (OPERATORS_BN, _native_bn()):
+        run_all(ops, args)
+        a = [t.clone() if isinstance(t, torch.Tensor) else t for t in args]
+        with _CountOps() as mode:
+            y, mean, invstd, scale, shift = ops["batch_norm_relu_forward"](*a)
+            ops["scale_shift_relu"](a[0], scale, shift)
+            ops["batch_norm_relu_backward"](y, a[0], mean, invstd, a[1], scale, shift, True)
+        sequences.append(mode.ops)
+    assert sequences[1] == sequences[0]
+    assert len(sequences[0]) <= 7 + 2 + 4, sequences[0]
+
+
+def test_native_backward_without_the_forwards_tensors_is_the_same():
+    """As test_backward_without_the_forwards_tensors_is_the_same, for the C++ twins table: copies
+    take the casts (same bits), a shift changed in place is read as it is now."""
+    native = _native_bn()
+    args = forward_case(500, 12, torch.float32, True, True, True, seed=13)
+    x, weight = args[0], args[1]
+    y, mean, invstd, scale, shift = native["batch_norm_relu_forward"](*args)
+    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(3))
+    backward = native["batch_norm_relu_backward"]
+    with _CountOps() as reuse:
+        reused = backward(dy, x, mean, invstd, weight, scale, shift, True)
+    copies = mean.clone(), invstd.clone(), shift.clone()
+    with _CountOps() as casts:
+        cast = backward(dy, x, copies[0], copies[1], weight, scale, copies[2], True)
+    assert len(casts.ops) == len(reuse.ops) + 3, (reuse.ops, casts.ops)   # the twins were found
+    for name, a, b in zip(("dx", "dgamma", "dbeta"), reused, cast):
+        same_bits(a, b, name)
+    shift.add_(0.25)
+    changed = backward(dy, x, mean, invstd, weight, scale, shift, True)
+    want = OPERATORS_BN["batch_norm_relu_backward"](dy, x, mean.clone(), invstd.clone(), weight, scale,
+                                                    shift.clone(), True)
+    for name, a, b in zip(("dx", "dgamma", "dbeta"), changed, want):
+        same_bits(a, b, name)
+    assert not torch.equal(changed[0], reused[0])
+
+
+@pytest.mark.parametrize("op, args, message", [
+    ("batch_norm_relu_forward", lambda: [torch.zeros(4, 3, dtype=torch.int32), None, None, None, None, True, 0.1,
+                                         1e-5], "input: expected float32"),
+    ("batch_norm_relu_forward", lambda: [torch.zeros(4, 3), torch.ones(2), None, None, None, True, 0.1, 1e-5],
+     r"weight: expected \[3\] \(one per channel\)"),
+    ("scale_shift_relu", lambda: [torch.zeros(4), torch.ones(4), torch.ones(4)], "input: expected a \\[N, C\\]"),
+    ("batch_norm_relu_backward", lambda: [torch.zeros(5, 3), torch.zeros(4, 3), torch.zeros(3), torch.ones(3), None,
+                                          torch.ones(3), torch.zeros(3), True], "grad: expected the shape of input"),
+])
+def test_native_kernels_refuse_bad_arguments_as_the_contract(op, args, message):
+    """The contract's checks (kernels/contract/batch_norm_relu_args.h) with the Python
+    orchestration's messages and exception type."""
+    from mx_sparse._accelerator import batch_norm_relu as orchestration
+    with pytest.raises(ValueError, match=message) as python:
+        getattr(orchestration, op)(*args())
+    with pytest.raises(ValueError, match=message) as native:
+        _native_bn()[op](*args())
+    assert str(native.value) == str(python.value)

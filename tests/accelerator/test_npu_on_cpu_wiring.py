@@ -25,7 +25,9 @@ import torch, mx_sparse
 from mx_sparse._accelerator import registration
 for op in list(registration.ORCHESTRATION) + list(registration.PRIMITIVE_NAMES):
     cpu = [l for l in torch._C._dispatch_dump("mx_sparse::" + op).splitlines() if l.startswith("CPU:")]
-    assert cpu and "mx_sparse/_accelerator/registration.py" in cpu[0], (op, cpu)
+    where = ("kernels/orchestration/batch_norm_operators.cpp" if op in registration.NPU_NATIVE_OPS
+             else "mx_sparse/_accelerator/registration.py")   # the NPU's C++ BatchNorm, else Python
+    assert cpu and where in cpu[0], (op, cpu)
 idx = torch.load(IDX)
 subm = torch.ops.mx_sparse.build_subm_map(idx, [6, 7, 8], 2, [3, 3, 3], [1, 1, 1])
 out, nbr, out_shape = torch.ops.mx_sparse.build_conv_map(idx, [6, 7, 8], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1],
@@ -94,7 +96,11 @@ def test_an_emulator_without_every_primitive_is_refused():
 def test_plan_per_key():
     table = registration.plan(cuda_on_cpu=False, npu_on_cpu=False, npu_binding=True)
     assert set(table) == {"CompositeExplicitAutograd", "CUDA", "PrivateUse1"}
-    assert set(table["PrivateUse1"]) == set(registration.ORCHESTRATION)          # primitives: the C++ binding
+    # primitives: the C++ binding; the BatchNorm ops: C++ too (registered apart, npu_native_keys)
+    assert set(table["PrivateUse1"]) == set(registration.ORCHESTRATION) - set(registration.NPU_NATIVE_OPS)
+    assert registration.npu_native_keys(npu_on_cpu=False, npu_binding=True) == ["PrivateUse1"]
+    assert registration.npu_native_keys(npu_on_cpu=True, npu_binding=False) == ["CPU"]
+    assert registration.npu_native_keys(npu_on_cpu=False, npu_binding=False) == []
     assert set(table["CUDA"]) == set(registration.ORCHESTRATION) | set(registration.PRIMITIVE_NAMES)  # all Triton
     assert "PrivateUse1" not in registration.plan(cuda_on_cpu=False, npu_on_cpu=False, npu_binding=False)
 
