@@ -96,6 +96,7 @@ class TwinsTable {
  public:
   void put(const at::Tensor& mean64, const at::Tensor& invstd64, const at::Tensor& shift, const at::Tensor& mean,
            const at::Tensor& invstd, const at::Tensor& shift64) {
+    if (untracked(mean64, shift)) return;
     std::lock_guard<std::mutex> lock(mutex_);
     if (table_.size() >= purge_at_) purge();
     c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> key(mean64.getIntrusivePtr());
@@ -106,6 +107,7 @@ class TwinsTable {
 
   // The forward's twins if mean64, invstd64 and shift are the tensors it returned, unchanged.
   std::optional<Twins> find(const at::Tensor& mean64, const at::Tensor& invstd64, const at::Tensor& shift) {
+    if (untracked(mean64, shift)) return std::nullopt;
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = table_.find(mean64.unsafeGetTensorImpl());
     if (it == table_.end()) return std::nullopt;
@@ -118,6 +120,11 @@ class TwinsTable {
   }
 
  private:
+  // inference tensors (torch.inference_mode) have no version counter: no twins, the casts
+  static bool untracked(const at::Tensor& mean64, const at::Tensor& shift) {
+    return mean64.is_inference() || shift.is_inference();
+  }
+
   // entries whose mean is gone, dropped when the table has doubled since the last purge (a
   // training step holds one per fused layer until its backward)
   void purge() {

@@ -110,8 +110,15 @@ def _versions(mean64, shift):
     return mean64._version, shift._version   # invstd64 is a row of mean64's block: the same counter
 
 
+def _untracked(mean64, shift):
+    """Inference tensors (torch.inference_mode) have no version counter: no twins, the casts."""
+    return mean64.is_inference() or shift.is_inference()
+
+
 def _twins_of(mean64, invstd64, shift) -> Optional[_Twins]:
     """The forward's _Twins if mean64, invstd64 and shift are the tensors it returned, unchanged."""
+    if _untracked(mean64, shift):
+        return None
     twins = _FORWARD_TWINS.get(mean64)
     if twins is None or twins.invstd64 is not invstd64 or twins.shift is not shift \
             or twins.versions != _versions(mean64, shift):
@@ -159,7 +166,8 @@ def forward(input, weight, bias, running_mean, running_var, batch_stats, momentu
     # one [3, C] float64 block (one stack, one cast): mean and invstd for the contract, shift for
     # the backward's gate
     mean64, invstd64, shift64 = torch.stack([mean, invstd, shift]).double().unbind()
-    _FORWARD_TWINS[mean64] = _Twins(invstd64, shift, _versions(mean64, shift), mean, invstd, shift64)
+    if not _untracked(mean64, shift):
+        _FORWARD_TWINS[mean64] = _Twins(invstd64, shift, _versions(mean64, shift), mean, invstd, shift64)
     return _held(y, input.dtype), mean64, invstd64, scale, shift
 
 

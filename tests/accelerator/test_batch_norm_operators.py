@@ -252,3 +252,16 @@ def test_native_kernels_refuse_bad_arguments_as_the_contract(op, args, message):
     with pytest.raises(ValueError, match=message) as native:
         _native_bn()[op](*args())
     assert str(native.value) == str(python.value)
+
+
+@pytest.mark.parametrize("impl", ["python", "native"])
+def test_under_inference_mode(impl):
+    """Inference tensors have no version counter: forward and backward under torch.inference_mode
+    skip the twins (the casts) and give the same bits as outside it."""
+    ops = OPERATORS_BN if impl == "python" else _native_bn()
+    args = forward_case(120, 8, torch.float32, True, True, True, seed=5)
+    want = run_all(ops, args)
+    with torch.inference_mode():
+        got = run_all(ops, args)
+    for name in want:
+        same_bits(got[name], want[name], name)
