@@ -8,7 +8,9 @@ Implementations, by device type (registration.py picks them with ``use_kernels``
 - CUDA: the Triton kernels (mx_sparse/_cuda/batch_norm_relu.py): at most 2 launches per call,
   statistics by a fixed-order tree in float64.
 - NPU, and every device without kernels of its own: a few torch operators
-  (batch_norm_operators.py), statistics by torch's native_batch_norm in the compute dtype.
+  (batch_norm_operators.py), statistics by torch's native_batch_norm in the compute dtype. The
+  NPU's dispatched ops run their common case as C++ kernels over the same operators, without
+  this module (registration.NPU_NATIVE_OPS; batch_norm_operators.py's docstring).
 
 Both take float32, float64, float16 and bfloat16 features (float16 and bfloat16 computed in
 float32: autocast's activations, with float32 parameters) and repeat bit for bit from run to run;
