@@ -1,5 +1,8 @@
 """Suite-wide set-up.
 
+- MXS_CUDA_GUARD_LAUNCHES=1: every Triton launch a test makes (in this process and in the
+  subprocesses it starts) checks that its operands are contiguous and 16-byte aligned, the
+  promise the callers of mx_sparse/_cuda/launch.run keep (unchecked in use: issue 32).
 - TRITON_INTERPRET=1 before anything imports triton: the CUDA backend's Triton kernels run on
   CPU tensors in Triton's interpreter in this process (tests/cuda). Compiling them for real
   GPUs happens in a subprocess without it (tests/cuda/test_cubins.py).
@@ -17,6 +20,7 @@ import interpreter_speedups
 import progress_heartbeat
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("MXS_CUDA_GUARD_LAUNCHES", "1")
 
 
 def pytest_configure(config):

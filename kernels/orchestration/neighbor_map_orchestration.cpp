@@ -18,6 +18,14 @@
 // and the strided build the same around its one read (`to_read`: the output count, with the value
 // checks of unchecked indices).
 //
+// Indices the caller vouches sorted (`indices_sorted`: rows distinct and ascending in (batch,
+// *coords) order, as a strided build emits its outputs; honoured only with `indices_checked`)
+// have keys already sorted on any grid they lie in (a packing of in-grid coordinates keeps their
+// order): the sort would be the identity, so it is skipped, and with it the permutation's work --
+// the lookup's positions are the rows, in input order (the map is the lookup's result itself).
+// The same maps bit for bit; issue 32: 3 of a VoxelBackBone8x step's 4 submanifold and 4 strided
+// builds run on such indices.
+//
 // Nothing here reads device data or makes a CPU tensor, so a builder still traces on fake CUDA
 // tensors (tests/cuda/test_fake_cuda_trace.py).
 #include <torch/extension.h>
@@ -181,7 +189,7 @@ at::Tensor rows_of(const at::Tensor& found, const at::Tensor& order) {
 class SubmMapBuild {
  public:
   SubmMapBuild(const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, const Values& kernel_size,
-               const Values& dilation, bool indices_checked)
+               const Values& dilation, bool indices_checked, bool indices_sorted)
       : device_(indices.device()) {
     const Grid grid = make_grid(spatial_shape, batch_size);
     check_index_layout(indices, grid.ndim);
@@ -200,6 +208,10 @@ class SubmMapBuild {
       padded[d] = static_cast<__int128>(spatial_shape[d]) + 2 * static_cast<__int128>(reach[d]);
     }
     std::tie(bound_, padded_) = key_bound(batch_size, padded);
+    if (indices_checked && indices_sorted) {   // sorted already: order_ stays undefined (the identity)
+      keys_ = pack(indices, padded_, reach);
+      return;
+    }
     std::tie(keys_, order_) = at::sort(pack(indices, padded_, reach), std::optional<bool>(true), -1, false);
     if (!indices_checked) checks = flags_and_outside(indices, spatial_shape, batch_size, keys_, order_).first;
   }
@@ -216,6 +228,7 @@ class SubmMapBuild {
     if (n_ == 0) return {at::empty({0, kvol_}, int32_on(device_)), at::empty({0, kvol_}, int32_on(device_))};
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, true, device_);
     const at::Tensor found = map_primitives().sorted_key_lookup.call(keys_, keys_, deltas, kernel_.back(), bound_);
+    if (!order_.defined()) return {found, found};   // sorted rows: position p is row p, in input order
     at::Tensor nbr = at::empty({n_, kvol_}, int32_on(device_));
     // sorted row s is input row order[s]
     return {nbr.index_copy_(0, order_, rows_of(found, order_)), found};
@@ -227,6 +240,7 @@ class SubmMapBuild {
     TORCH_CHECK_VALUE(per_lookup_row.dim() >= 1 && per_lookup_row.size(0) == n_, "per_lookup_row: expected ", n_,
                       " rows (one per input voxel), got shape ", per_lookup_row.sizes());
     if (n_ == 0) return per_lookup_row.clone();
+    if (!order_.defined()) return per_lookup_row;   // sorted rows: the lookup's order is the input order
     return at::empty_like(per_lookup_row).index_copy_(0, order_, per_lookup_row);
   }
 
@@ -268,7 +282,7 @@ class ConvMapBuild {
  public:
   ConvMapBuild(const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, const Values& kernel_size,
                const Values& stride, const Values& padding, const Values& dilation,
-               const std::optional<Values>& pads_end, bool indices_checked)
+               const std::optional<Values>& pads_end, bool indices_checked, bool indices_sorted)
       : device_(indices.device()), kernel_(kernel_size), stride_(stride), dilation_(dilation) {
     const Grid grid = make_grid(spatial_shape, batch_size);
     check_index_layout(indices, grid.ndim);
@@ -288,7 +302,10 @@ class ConvMapBuild {
       padded[d] = static_cast<__int128>(spatial_shape[d]) + padding[d] + (reach > 0 ? reach : 0);
     }
     std::tie(bound_, padded_) = key_bound(batch_size, padded);
-    std::tie(in_keys_, order_) = at::sort(pack(indices, padded_, padding), std::optional<bool>(true), -1, false);
+    if (indices_checked && indices_sorted)   // sorted already: order_ stays undefined (the identity)
+      in_keys_ = pack(indices, padded_, padding);
+    else
+      std::tie(in_keys_, order_) = at::sort(pack(indices, padded_, padding), std::optional<bool>(true), -1, false);
     const Values& ends = pads_end.has_value() ? *pads_end : padding;
     at::Tensor count;
     if (indices_checked) {  // indices a builder emitted or checked on this grid: only the count is read
@@ -335,7 +352,8 @@ class ConvMapBuild {
     const at::Tensor query = pack(out_idx, padded_, {}, stride_);
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, false, device_);
     const at::Tensor found = map_primitives().sorted_key_lookup.call(query, in_keys_, deltas, kernel_.back(), bound_);
-    return {out_idx.to(at::kInt), rows_of(found, order_), out_shape, found};
+    // sorted input rows: the lookup's positions are the rows
+    return {out_idx.to(at::kInt), order_.defined() ? rows_of(found, order_) : found, out_shape, found};
   }
 
  private:
@@ -367,18 +385,18 @@ void register_map_orchestration_functions(pybind11::module_& module) {
       "map_orchestration", "The accelerators' map builders over ATen operators around the device primitives "
                            "(kernels/orchestration); see mx_sparse/_accelerator/neighbor_map.py");
   py::class_<SubmMapBuild>(m, "SubmMapBuild")
-      .def(py::init<const at::Tensor&, const Values&, int64_t, const Values&, const Values&, bool>(),
+      .def(py::init<const at::Tensor&, const Values&, int64_t, const Values&, const Values&, bool, bool>(),
            py::arg("indices"), py::arg("spatial_shape"), py::arg("batch_size"), py::arg("kernel_size"),
-           py::arg("dilation"), py::arg("indices_checked"))
+           py::arg("dilation"), py::arg("indices_checked"), py::arg("indices_sorted") = false)
       .def_readonly("checks", &SubmMapBuild::checks)
       .def("finish", &SubmMapBuild::finish)
       .def("in_input_order", &SubmMapBuild::in_input_order, py::arg("per_lookup_row"));
   py::class_<ConvMapBuild>(m, "ConvMapBuild")
       .def(py::init<const at::Tensor&, const Values&, int64_t, const Values&, const Values&, const Values&,
-                    const Values&, const std::optional<Values>&, bool>(),
+                    const Values&, const std::optional<Values>&, bool, bool>(),
            py::arg("indices"), py::arg("spatial_shape"), py::arg("batch_size"), py::arg("kernel_size"),
            py::arg("stride"), py::arg("padding"), py::arg("dilation"), py::arg("pads_end"),
-           py::arg("indices_checked"))
+           py::arg("indices_checked"), py::arg("indices_sorted") = false)
       .def_readonly("out_shape", &ConvMapBuild::out_shape)
       .def_readonly("to_read", &ConvMapBuild::to_read)
       .def("take_pair_keys", &ConvMapBuild::take_pair_keys)

@@ -7,7 +7,9 @@ never registered: a write to it could not be seen):
 - checked indices: index rows that passed a builder's value checks (inside the grid and the
   batch, no voxel twice) or that a strided / transposed builder emitted (in its output grid and
   distinct by construction). A later builder on the same tensor, with a grid and batch at least
-  as large, skips the checks -- and a submanifold builder its one host read.
+  as large, skips the checks -- and a submanifold builder its one host read. The rows a strided
+  builder emitted are also ascending in (batch, *coords) order (``sorted``): a builder on them
+  skips its key sort (neighbor_map.py).
 - built maps: a map a builder emitted, with the number of input rows its entries name (every
   entry in [-1, rows), each (input row, offset) at most once). The gathers skip their range
   check for it, and ``transpose_map`` skips its checks and host read; the transpose is kept
@@ -33,25 +35,33 @@ def _version(t: torch.Tensor) -> Optional[int]:
     return None if t.is_inference() else t._version
 
 
-def vouch_indices(indices: torch.Tensor, shape: Sequence[int], batch_size: int) -> None:
-    """``indices`` are distinct rows inside ``shape`` (batch index first) and below ``batch_size``."""
+def vouch_indices(indices: torch.Tensor, shape: Sequence[int], batch_size: int, ascending: bool = False) -> None:
+    """``indices`` are distinct rows inside ``shape`` (batch index first) and below ``batch_size``;
+    with ``ascending``, in ascending (batch, *coords) order too."""
     version = _version(indices)
     if version is not None:
-        _checked_indices[indices] = (version, tuple(shape), batch_size)
+        _checked_indices[indices] = (version, tuple(shape), batch_size, ascending)
 
 
 def indices_checked(indices: torch.Tensor, shape: Sequence[int], batch_size: int) -> bool:
     """True when ``indices`` are known to pass the checks on ``shape`` and ``batch_size``: vouched for on
     a grid and batch no larger, and not written to since."""
+    return indices_state(indices, shape, batch_size)[0]
+
+
+def indices_state(indices: torch.Tensor, shape: Sequence[int], batch_size: int):
+    """(checked, ascending): ``indices_checked``, and whether they are also vouched for as ascending
+    in (batch, *coords) order (a strided builder's outputs; False where not checked)."""
     entry = _checked_indices.get(indices)
     if entry is None or entry[0] != _version(indices):
-        return False
-    _, known_shape, known_batch = entry
+        return False, False
+    _, known_shape, known_batch, ascending = entry
     try:
-        return (known_batch <= batch_size and len(known_shape) == len(shape)
-                and all(k <= s for k, s in zip(known_shape, shape)))
+        checked = (known_batch <= batch_size and len(known_shape) == len(shape)
+                   and all(k <= s for k, s in zip(known_shape, shape)))
     except TypeError:   # a malformed shape or batch size: not vouched for; the builder's checks name it
-        return False
+        return False, False
+    return checked, checked and ascending
 
 
 class _Built:

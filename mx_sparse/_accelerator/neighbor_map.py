@@ -50,9 +50,10 @@ _rows = _orchestration.rows_of
 
 
 def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
-    # checks, padded keys, their sort and (for unvouched indices) the value checks: C++
+    # checks, padded keys, their sort (none for rows vouched ascending) and (for unvouched indices)
+    # the value checks: C++
     build = _orchestration.SubmMapBuild(indices, spatial_shape, batch_size, kernel_size, dilation,
-                                        built_maps.indices_checked(indices, spatial_shape, batch_size))
+                                        *built_maps.indices_state(indices, spatial_shape, batch_size))
     if build.checks is not None:
         # indices a builder emitted, or checked before on this grid, are not read again
         index_checks.raise_bad_rows(indices, spatial_shape, batch_size,
@@ -69,9 +70,9 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
 def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, pads_end=None):
     # checks, the output grid, keys, the output keys and their count (with the value checks of
     # unvouched indices): C++, up to the one read
-    checked = built_maps.indices_checked(indices, spatial_shape, batch_size)
+    checked, ascending = built_maps.indices_state(indices, spatial_shape, batch_size)
     build = _orchestration.ConvMapBuild(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation,
-                                        pads_end, checked)
+                                        pads_end, checked, ascending)
     if build.to_read is None:   # no input rows
         return build.finish(0)[:3]
     if checked:     # indices a builder emitted or checked on this grid: only the count is read
@@ -83,7 +84,8 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
     # the input rows' offset bitmasks a device _conv_out_keys wrote (CUDA): the transpose's row keys
     transpose_key = built_maps.result_row_key(build.take_pair_keys())
     out_idx, nbr, out_shape, found = build.finish(m)    # the outputs, the lookup and the rows
-    built_maps.vouch_indices(out_idx, out_shape, batch_size)    # distinct and in the output grid
+    # distinct, in the output grid and ascending (the sorted distinct output keys, unpacked)
+    built_maps.vouch_indices(out_idx, out_shape, batch_size, ascending=True)
     # the map's rows are the lookup's: the row keys a device lookup wrote (CUDA) are the map's
     built_maps.vouch_map(nbr, indices.shape[0], built_maps.result_row_key(found), transpose_key)
     return out_idx, nbr, out_shape

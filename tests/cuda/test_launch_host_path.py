@@ -1,6 +1,7 @@
 """The host path of the CUDA launches after its trimming (issue 32): launch.run's guard of the
-operands (now asked through C iterators) still rejects an unaligned or non-contiguous operand and
-skips fake ones; launch.aligned_all returns aligned operands as they are and copies the others; the
+operands (asked through C iterators; on in the test suite, MXS_CUDA_GUARD_LAUNCHES=1 from
+tests/conftest.py, off in use) still rejects an unaligned or non-contiguous operand and skips fake
+ones; launch.aligned_all returns aligned operands as they are and copies the others; the
 weight gradient's launch arguments, prepared once per map and shape, give the CPU backend's values
 and the same bits on every later call, also on another map of the same shape and after an
 in-place write to the map."""
@@ -38,6 +39,23 @@ def test_run_rejects_an_unaligned_or_non_contiguous_operand():
             launch.run(kernel, "probe", "fp32", "t", (1,), (torch.zeros(8), bad))
     launch.run(kernel, "probe", "fp32", "t", (0,), (_unaligned(),))     # an empty grid: nothing to guard
     assert kernel.launched == 1
+
+
+def test_the_guard_is_on_in_the_suite_and_off_without_the_switch(monkeypatch):
+    """The suite checks every launch (conftest sets the switch); without it (use) run asks no
+    operand: its callers made them contiguous and aligned (aligned / aligned_all, fresh tensors)."""
+    assert launch.guarding()
+    kernel = _Kernel()
+    monkeypatch.setattr(launch, "_guarding", [False])
+    launch.run(kernel, "probe", "fp32", "t", (1,), (torch.zeros(8), _unaligned()))
+    assert kernel.launched == 1
+    monkeypatch.setattr(launch, "_guarding", [])
+    monkeypatch.setenv(launch.GUARD_ENV, "0")
+    assert not launch.guarding()
+    monkeypatch.setattr(launch, "_guarding", [])
+    monkeypatch.setenv(launch.GUARD_ENV, "1")
+    with pytest.raises(AssertionError, match="probe: unaligned operand"):
+        launch.run(kernel, "probe", "fp32", "t", (1,), (torch.zeros(8), _unaligned()))
 
 
 def test_run_records_but_does_not_launch_fake_operands():
