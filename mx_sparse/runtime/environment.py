@@ -17,9 +17,11 @@ SWITCHES = {
     "MXS_CUDA_ON_CPU": "on runs the CUDA backend (Triton kernels interpreted) for CPU tensors (read at import)",
     "MXS_NPU_ON_CPU": "on runs the NPU backend (its orchestration, the AscendC kernels in the emulator) for CPU "
                       "tensors (read at import)",
+    "MXS_CUDA_GUARD_LAUNCHES": "on checks every Triton launch's operands (contiguous, 16-byte aligned; the test "
+                               "suite sets it; read at the first launch)",
 }
 ON_OFF_SWITCHES = {"MXS_CPU_PORTABLE": False, "MXS_DISABLE_AMX": False, "MXS_CPU_POOL": True, "MXS_CUDA_ON_CPU": False,
-                   "MXS_NPU_ON_CPU": False}
+                   "MXS_NPU_ON_CPU": False, "MXS_CUDA_GUARD_LAUNCHES": False}
 INTERPRETER_OFF = ("0", "false", "off", "no")   # TRITON_INTERPRET values that turn Triton's interpreter off
 
 
