@@ -1,9 +1,10 @@
 """Host cost of the fused BatchNorm+ReLU of one VoxelBackBone8x training step: the NPU's torch
-operators against the C++ CPU kernels, same calls, same process. The NPU's operators twice: as the
-NPU path runs them (MXS_NPU_ON_CPU=1 too), the common case in C++ with its argument checks
+operators against the C++ CPU kernels, same calls, same process. The NPU's operators as the NPU path
+runs them (MXS_NPU_ON_CPU=1 too): the common case in C++ with its argument checks
 (kernels/orchestration/batch_norm_operators.cpp, here called through mx_sparse._C instead of the
-dispatcher), and as the Python of mx_sparse/_accelerator/batch_norm_operators.py after the
-orchestration's argument checks (the NPU path before issue 32; the same operators, the same bits).
+dispatcher). Until round 4's fifth session they ran as Python (mx_sparse/_accelerator/
+batch_norm_operators.py after the orchestration's checks): 607-615 us a step against 406-412 us in
+C++ on the same machine (the same operators and bits; CHANGELOG).
 
     python -m bench.batch_norm_host [--repeats 5] [--steps 100]
 
@@ -11,7 +12,7 @@ The calls are those of bench.host_cost's step (400 voxels of a generated KITTI s
 shapes of its fused layers, recorded from one forward on the C++ backend, each as forward, recompute
 (scale_shift_relu) and backward, on seeded data. One thread; the step thread's CPU time; the minimum
 over ``--repeats`` loops of ``--steps`` steps (a loaded machine only ever adds time). Prints one line
-per implementation (microseconds per step) and the ratio of each NPU version to the CPU kernels.
+per implementation (microseconds per step) and the ratio of the NPU path's to the CPU kernels'.
 """
 import argparse
 import time
@@ -54,31 +55,13 @@ def _cases(shapes):
 
 
 def _implementations():
-    """{name: (forward, scale_shift_relu, backward)}: the NPU path's C++ kernels (checks included),
-    the Python orchestration's work per call (batch_norm_relu.py: the argument checks, then the
-    implementation; here the torch operators whatever the tensors' device, without changing the
-    orchestration's choice for CPU tensors) and the C++ CPU kernels' ops."""
+    """{name: (forward, scale_shift_relu, backward)}: the NPU path's C++ kernels (checks included)
+    and the C++ CPU kernels' ops."""
     from mx_sparse import _C
-    from mx_sparse._accelerator import batch_norm_operators as impl
-    from mx_sparse._accelerator import op_args
 
     native = _C.batch_norm_operators
-
-    def forward(x, w, b, rm, rv, batch_stats, momentum, eps):
-        op_args.batch_norm_relu_forward_operands(x, w, b, rm, rv, batch_stats, half_ok=True)
-        return impl.forward(x, w, b, rm, rv, batch_stats, momentum, eps)
-
-    def recompute(x, scale, shift):
-        op_args.scale_shift_relu_operands(x, scale, shift, half_ok=True)
-        return impl.scale_shift_relu(x, scale, shift)
-
-    def backward(grad, x, mean, invstd, w, scale, shift, batch_stats):
-        op_args.batch_norm_relu_backward_operands(grad, x, mean, invstd, w, scale, shift, half_ok=True)
-        return impl.backward(grad, x, mean, invstd, w, scale, shift, batch_stats)
-
     ops = torch.ops.mx_sparse
     return {"torch operators, C++ (NPU path)": (native.forward, native.scale_shift_relu, native.backward),
-            "torch operators, Python (NPU path before issue 32)": (forward, recompute, backward),
             "C++ CPU kernels": (ops.batch_norm_relu_forward, ops.scale_shift_relu, ops.batch_norm_relu_backward)}
 
 
@@ -116,8 +99,8 @@ def main(argv=None):
           f"host us per step, min of {args.repeats} x {args.steps} steps:")
     for name, us in times.items():
         print(f"  {name}: {us:.0f} us")
-    *npu, cpu = times.values()
-    print(f"ratio to the CPU kernels: C++ {npu[0] / cpu:.2f}, Python {npu[1] / cpu:.2f}")
+    npu, cpu = times.values()
+    print(f"ratio to the CPU kernels: {npu / cpu:.2f}")
 
 
 if __name__ == "__main__":

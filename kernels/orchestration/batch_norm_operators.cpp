@@ -11,8 +11,10 @@
 //
 // Everything outside the common case (a mixture of dtypes, a momentum outside [0, 1], running
 // statistics of a one-row batch, no channels, running statistics in the backward) calls
-// batch_norm_operators.py's general route, a Python callable handed in once (use_general_route):
-// one route for those cases, unchanged.
+// batch_norm_operators.py's general route, Python callables handed in once (use_general_route),
+// which use scale_shift and relu_gate from here. batch_norm_operators.py's forward, scale_shift_relu
+// and backward (the implementation of devices without kernels of their own) are these kernels: one
+// copy of the common case.
 //
 // The forward's float32 mean and invstd and its float64 shift, which the backward reuses instead
 // of casting the float64 mean, invstd and the shift again (3 operators a call), are found as in
@@ -143,7 +145,7 @@ TwinsTable& forward_twins() {
   return *table;
 }
 
-// ---- the common case (batch_norm_operators.py: _fits_native, _batch_statistics, _scale_shift)
+// ---- the common case
 
 // batch statistics, every per-channel tensor in the compute dtype, both running statistics or
 // neither, a momentum in [0, 1], more than one row where the running variance is blended, at least
@@ -159,6 +161,13 @@ bool fits_native(const at::Tensor& input, const MaybeTensor& weight, const Maybe
          absent_or(running_mean, dtype) && absent_or(running_var, dtype);
 }
 
+// scale = invstd * gamma, shift = beta - mean * scale (per channel; the general route's float64 ones too)
+std::tuple<at::Tensor, at::Tensor> scale_shift(const at::Tensor& mean, const at::Tensor& invstd,
+                                               const MaybeTensor& weight, const MaybeTensor& bias) {
+  const at::Tensor scale = present(weight) ? at::mul(invstd, *weight) : invstd;
+  return {scale, present(bias) ? at::addcmul(*bias, mean, scale, -1) : at::mul(mean, scale).neg_()};
+}
+
 ForwardResult forward(const at::Tensor& input, const MaybeTensor& weight, const MaybeTensor& bias,
                       const MaybeTensor& running_mean, const MaybeTensor& running_var, bool batch_stats,
                       double momentum, double eps) {
@@ -171,9 +180,7 @@ ForwardResult forward(const at::Tensor& input, const MaybeTensor& weight, const 
   const auto statistics = at::native_batch_norm(x, {}, {}, running_mean, running_var, true, momentum, eps);
   const at::Tensor& mean = std::get<1>(statistics);
   const at::Tensor& invstd = std::get<2>(statistics);
-  const at::Tensor scale = present(weight) ? at::mul(invstd, *weight) : invstd;
-  const at::Tensor shift =
-      present(bias) ? at::addcmul(*bias, mean, scale, -1) : at::mul(mean, scale).neg_();
+  const auto [scale, shift] = scale_shift(mean, invstd, weight, bias);
   const at::Tensor y = at::addcmul(shift, x, scale).relu_();
   // one [3, C] float64 block (one stack, one cast): mean and invstd for the contract, shift for
   // the backward's gate
@@ -189,9 +196,9 @@ at::Tensor scale_shift_relu(const at::Tensor& input, const at::Tensor& scale, co
   return held(at::addcmul(b, x, s).relu_(), input.scalar_type());
 }
 
-// grad where x * scale + shift > 0 as the CPU kernels decide it (batch_norm_operators._relu_gate:
-// float32 from one float64 addcmul narrowed, float64 from a product then a sum), by
-// leaky_relu_backward of slope 0
+// grad where x * scale + shift > 0 as the CPU kernels decide it (why these operators:
+// batch_norm_operators.py's docstring): float32 from one float64 addcmul (the exact product, one
+// rounding) narrowed, float64 from a product then a sum, then leaky_relu_backward of slope 0
 at::Tensor relu_gate(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& scale, const at::Tensor& shift,
                      const std::optional<at::Tensor>& shift64) {
   at::Tensor pre;
@@ -277,6 +284,10 @@ void register_batch_norm_operators_functions(pybind11::module_& module) {
   m.def("forward", &forward, py::arg("input"), py::arg("weight"), py::arg("bias"), py::arg("running_mean"),
         py::arg("running_var"), py::arg("batch_stats"), py::arg("momentum"), py::arg("eps"));
   m.def("scale_shift_relu", &scale_shift_relu, py::arg("input"), py::arg("scale"), py::arg("shift"));
+  // the pieces the general route shares (batch_norm_operators.py)
+  m.def("scale_shift", &scale_shift, py::arg("mean"), py::arg("invstd"), py::arg("weight"), py::arg("bias"));
+  m.def("relu_gate", &relu_gate, py::arg("grad"), py::arg("x"), py::arg("scale"), py::arg("shift"),
+        py::arg("shift64") = std::nullopt);
   m.def("backward", &backward, py::arg("grad"), py::arg("input"), py::arg("mean"), py::arg("invstd"),
         py::arg("weight"), py::arg("scale"), py::arg("shift"), py::arg("batch_stats"));
 }

@@ -13,9 +13,9 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   (batch_norm_relu.use_kernels): the Triton kernels (mx_sparse._cuda.batch_norm_relu) for CUDA
   tensors; for every other device a few torch operators (batch_norm_operators.py). The NPU's
   are those operators too (no AscendC BatchNorm kernel exists, each operator is one aclnn call),
-  but its common case is C++ registered straight under PrivateUse1 (NPU_NATIVE_OPS: no Python
-  per call, kernels/orchestration/batch_norm_operators.cpp), which calls batch_norm_operators.py
-  for the other cases.
+  whose common case is C++ (kernels/orchestration/batch_norm_operators.cpp), registered straight
+  under PrivateUse1 (NPU_NATIVE_OPS: no Python per call); it calls batch_norm_operators.py's
+  general route for the other cases.
 - ``MXS_CUDA_ON_CPU=1`` (read at import): the orchestration, the Triton gathers and the Triton
   BatchNorm kernels for the CPU key too (and voxelization's C++ torch-operator version),
   replacing the C++ CPU kernels: every op on CPU tensors then runs the code CUDA tensors run, the
@@ -54,8 +54,8 @@ ORCHESTRATION = {
     "sparse_avg_pool_backward": sparse_pool.sparse_avg_pool_backward,
 }
 PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
-# The ops whose NPU kernels are C++ (mx_sparse._C.batch_norm_operators: batch_norm_operators.py's
-# common case over the same ATen operators, registered by ``register`` for PrivateUse1, and for
+# The ops whose NPU kernels are C++ (mx_sparse._C.batch_norm_operators: the common case
+# batch_norm_operators.py describes, over ATen operators, registered by ``register`` for PrivateUse1, and for
 # the CPU key under MXS_NPU_ON_CPU=1); the NPU's Python tables leave them out.
 NPU_NATIVE_OPS = ("batch_norm_relu_forward", "scale_shift_relu", "batch_norm_relu_backward")
 
@@ -198,9 +198,7 @@ def npu_native_keys(npu_on_cpu: bool, npu_binding: bool) -> list:
 
 def _register_npu_native(keys) -> None:
     from .. import _C
-    # the cases outside the C++ common case: batch_norm_operators.py's forward and backward take
-    # its general route for them (the arguments already checked)
-    _C.batch_norm_operators.use_general_route(batch_norm_operators.forward, batch_norm_operators.backward)
+    # (importing batch_norm_operators, above, handed the C++ kernels its general route)
     for key in keys:
         _C.batch_norm_operators.register(key)
 
