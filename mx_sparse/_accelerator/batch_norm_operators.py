@@ -3,8 +3,8 @@ BatchNorm kernel exists; each operator is one aclnn call there) and that of ever
 kernels of its own. The accelerator orchestration (batch_norm_relu.py) checks the arguments
 first.
 
-The common case is C++ (kernels/orchestration/batch_norm_operators.cpp, mx_sparse._C.batch_norm_operators:
-no Python per call, issue 32), with the contract's checks; the NPU path (PrivateUse1, and the CPU
+The common case is C++ (kernels/orchestration/batch_norm_operators.cpp, bound as
+mx_sparse._C.batch_norm_operators: no Python per call, issue 32), with the contract's checks; the NPU path (PrivateUse1, and the CPU
 key under MXS_NPU_ON_CPU=1) has it registered as the three ops' kernels (registration.py:
 NPU_NATIVE_OPS), and ``forward``, ``scale_shift_relu`` and ``backward`` here (every other device
 without kernels of its own) call it. The C++ calls the general route here for every other case.
@@ -37,11 +37,12 @@ float64, ~18 operators a call.
 
 Computed in float32 for float32, float16 and bfloat16 features (float64 for float64). The
 backward's ReLU gate comes from a float64 product (one temporary of the features' size): the CPU
-kernels' exact decision at the boundary (a one-row batch: x * scale == -shift: one more or one less
-rounding would flip the gradient of a whole channel). The gate is leaky_relu_backward of slope 0
-(one operator for a comparison and a where); float32's pre-activation is narrowed from float64 first,
-which keeps its sign except where |x * scale + shift| <= 2^-150 (counted as not passed), and a gated
-element is grad * 0: NaN for an infinite or NaN grad (a diverged step), where the kernels give 0. No host read.
+kernels' exact decision at the boundary (a one-row batch: x * scale == -shift: one more or one
+less rounding would flip the gradient of a whole channel). The gate is leaky_relu_backward of
+slope 0 (one operator for a comparison and a where); float32's pre-activation is narrowed from
+float64 first, which keeps its sign except where |x * scale + shift| <= 2^-150 (counted as not
+passed), and a gated element is grad * 0: NaN for an infinite or NaN grad (a diverged step),
+where the kernels give 0. No host read.
 Within 1e-6 relative of the CPU kernels, not their bits, and bit for bit from run to run
 (tests/accelerator/test_batch_norm_operators.py, the NPU path's training step and fuzz).
 """
