@@ -1,9 +1,8 @@
-// The NPU's fused BatchNorm+ReLU, common case, over ATen operators: the work of
-// mx_sparse/_accelerator/batch_norm_operators.py's forward, scale_shift_relu and backward for the
-// inputs its _fits_native takes, with the same operators in the same order (results bit for bit
-// the same), and the contract's argument checks (batch_norm_relu_args.h, float16 taken). Done in
-// C++ and registered as the ops' kernel for the NPU's dispatch key (and for the CPU key under
-// MXS_NPU_ON_CPU=1) so that a call costs the host no Python (issue 32: the Python around these
+// The NPU's fused BatchNorm+ReLU, common case, over ATen operators: the operators
+// mx_sparse/_accelerator/batch_norm_operators.py's docstring lists (the same bits as the Python
+// they were ported from), and the contract's argument checks (batch_norm_relu_args.h, float16
+// taken). Done in C++ and registered as the ops' kernel for the NPU's dispatch key (and for the
+// CPU key under MXS_NPU_ON_CPU=1) so that a call costs the host no Python (issue 32: the Python around these
 // operators -- checks, case tests, the twins' lookup, calls -- was ~200 of the ~610 us the NPU
 // path's 12 fused layers cost the host per training step; bench.batch_norm_host). One copy for
 // any device: the operators dispatch on the tensors' device (torch_npu serves each with one aclnn
@@ -86,7 +85,7 @@ BackwardResult general_backward(const at::Tensor& grad, const at::Tensor& input,
   return general().backward(grad, input, mean, invstd, weight, scale, shift, batch_stats).cast<BackwardResult>();
 }
 
-// ---- the forward's twins (batch_norm_operators.py: _Twins, _FORWARD_TWINS)
+// ---- the forward's twins (batch_norm_operators.py's docstring)
 
 struct Twins {
   c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl> mean64;   // the key, weakly
