@@ -41,6 +41,28 @@ MXS_INLINE int64_t conv_transpose_axis_output(const ConvGeometry& g, const Grid&
 // per axis (the map builders evaluate this per axis: o = (i + pb - kp*d) / s when that is an
 // exact, in-range quotient; pe only bounds the output extent).
 
+// The lattice positions of an axis (_conv_out_keys' slots): the kernel positions kp through which
+// input coordinate i can reach an output are those with i + p - kp*d a multiple of s, i.e.
+// kp*d = i + p (mod s). They form one residue class modulo step = s / gcd(s, d), so an input
+// coordinate has at most ceil(k / step) of them (k with stride 1, 2 of 3 for k3 s2, 1 of 2 for
+// k2 s2): the slot count per axis, whatever i is. Slot j of coordinate i is its j-th lattice
+// position, ascending: kp = first + j*step, first = the least one (in [0, step)).
+MXS_INLINE int64_t gcd_positive(int64_t a, int64_t b) {
+  while (b != 0) {
+    const int64_t r = a % b;
+    a = b;
+    b = r;
+  }
+  return a;
+}
+
+MXS_INLINE int64_t conv_lattice_step(int64_t s, int64_t d) { return s / gcd_positive(s, d); }
+
+MXS_INLINE int64_t conv_out_slots(int64_t k, int64_t s, int64_t d) {
+  const int64_t step = conv_lattice_step(s, d);
+  return (k + step - 1) / step;
+}
+
 // The same two rules solved for the input, per axis (the map of given output voxels,
 // build_conv_map_at): the input coordinate that output coordinate o reads through kernel
 // position kp, or -1 when it lies outside [0, in) (or, transposed, off the stride's lattice).

@@ -89,6 +89,14 @@ def conv_map_at_output_shape(shape, kernel, stride, pads_begin, dilation, batch_
 
 
 @_constant_under_compile
+def conv_out_slots(kernel, stride, dilation) -> List[int]:
+    """_conv_out_keys' slots per axis (kernels/common/conv_rules.h, conv_out_slots): the most kernel
+    positions along an axis through which one input coordinate reaches an output, ceil(k / (s /
+    gcd(s, d))). Their product is the primitive's output rows per input (kernel volume at stride 1)."""
+    return _cc.conv_out_slots(list(kernel), list(stride), list(dilation))
+
+
+@_constant_under_compile
 def conv_output_extent(shape, kernel, stride, padding, dilation, pads_end=None) -> List[int]:
     """conv_out_extent per axis without the bounds of conv_output_shape (may be <= 0), for
     arguments the caller has checked or that follow another library's rules (pads_end: as in
