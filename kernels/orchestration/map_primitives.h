@@ -15,7 +15,8 @@ struct MapPrimitives {
   // (query_keys, sorted_keys, key_deltas, group, key_bound) -> int32 [S, K] sorted positions or -1
   c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t)>
       sorted_key_lookup;
-  // (indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation) -> int64 [K*N] output keys
+  // (indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation) -> int64 [J*N] output keys
+  // (J slots per input, kernels/schema/schema.cpp)
   c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, c10::IntArrayRef, int64_t, c10::IntArrayRef,
                                       c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef)>
       conv_out_keys;

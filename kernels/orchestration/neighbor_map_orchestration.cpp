@@ -329,7 +329,7 @@ class ConvMapBuild {
   // count]; None without input rows.
   std::optional<at::Tensor> to_read;
 
-  // _conv_out_keys' result [K * N] (None without input rows), handed over once: the caller looks up
+  // _conv_out_keys' result [J * N] (None without input rows), handed over once: the caller looks up
   // what the device primitive kept with it (its input rows' offset bitmasks: the row keys of the
   // map's transpose, mx_sparse/_accelerator/built_maps.py) and drops it.
   std::optional<at::Tensor> take_pair_keys() {

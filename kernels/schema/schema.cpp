@@ -132,9 +132,16 @@ TORCH_LIBRARY(mx_sparse, m) {
   // compare 32-bit low words only when key_bound < 2^30).              AscendC kernel: SubmMap
   m.def("_sorted_key_lookup(Tensor query_keys, Tensor sorted_keys, Tensor key_deltas, int group, "
         "int key_bound) -> Tensor");
-  // indices int32 [N, 1+nd] (inside the grid) -> int64 [K*N], k-major ([K, N] flattened): the
-  // output-grid key ((b*O0 + o0)*O1 + o1)... of the output voxel that input n reaches through
-  // offset k (o = (i + padding - kp*dilation) / stride exactly, 0 <= o < O), INT64_MAX if none.
+  // indices int32 [N, 1+nd] (inside the grid) -> int64 [J*N], slot-major ([J, N] flattened): per
+  // axis, the kernel positions kp through which coordinate i reaches an output (i + padding -
+  // kp*dilation a multiple of stride) are i's lattice positions, at most J_d = conv_out_slots
+  // (kernels/common/conv_rules.h: ceil(k / (stride / gcd(stride, dilation)))); slot (j_0, ...)
+  // (row-major, J = prod J_d) of input n holds the output-grid key ((b*O0 + o0)*O1 + o1)... of
+  // the output voxel reached through the j_d-th lattice position (ascending) on each axis (o = (i
+  // + padding - kp*dilation) / stride, 0 <= o < O), INT64_MAX where that position does not exist
+  // (kp >= k) or o is outside. Every (offset, input) pair that reaches an output appears once;
+  // at stride 1 slot j is offset j (the kernel volume of rows). Fewer rows than K*N: the sort
+  // that follows in the strided builder sorts 8 keys per input for 3x3x3 at stride 2, not 27.
   //                                                                   AscendC kernel: ConvOutKeys
   m.def("_conv_out_keys(Tensor indices, int[] spatial_shape, int batch_size, int[] kernel_size, int[] stride, "
         "int[] padding, int[] dilation) -> Tensor");

@@ -115,7 +115,7 @@ def transpose_of(nbr: torch.Tensor) -> Optional[torch.Tensor]:
 # caller's) drops its entry with it.
 # - _sorted_key_lookup's result [S, K]: each result row's bitmask of the offsets found: the map's
 #   row keys (vouch_map's row_key, in the map's row order).
-# - _conv_out_keys' result [K * N]: each input row's bitmask of the offsets k whose pair (k, n)
+# - _conv_out_keys' result [J * N]: each input row's bitmask of the offsets k whose pair (k, n)
 #   reaches an output. Every output a pair reaches is one of the strided map's outputs (they are
 #   those pairs' distinct keys), and its lookup finds that input there: input n has offset k in the
 #   map's transpose exactly where the pair (k, n) reaches an output, so these are the transpose's

@@ -7,6 +7,8 @@ arithmetic, a consecutive-difference compaction, and one index + matmul per kern
 None of them reads device data on the host or creates a tensor on another device, so they keep
 the orchestration's host-read count (tests/cuda/test_fake_cuda_trace.py traces them).
 """
+import math
+
 import torch
 
 from . import op_args, voxel_keys
@@ -33,21 +35,43 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     return columns[0] if len(columns) == 1 else torch.cat(columns, 1)
 
 
+def lattice(kernel_size, stride, dilation):
+    """Per axis, the constants of _conv_out_keys' slots (kernels/common/conv_rules.h, conv_out_slots):
+    (slots, step, inverse, gcd). The kernel positions kp through which coordinate u = i + p reaches
+    an output (u - kp*d a multiple of s) are one residue class modulo step = s / gcd(s, d), empty
+    unless gcd divides u mod s; its least member is ((u mod s) / gcd * inverse) mod step, inverse =
+    (d / gcd)^-1 modulo step (0 when step is 1)."""
+    out = []
+    for slots, s, d in zip(op_args.conv_out_slots(kernel_size, stride, dilation), stride, dilation):
+        g = math.gcd(s, d)
+        step = s // g
+        out.append((slots, step, pow(d // g, -1, step) if step > 1 else 0, g))
+    return out
+
+
 def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
-    """The output-grid key of every (offset k, input n) pair, k-major; INT64_MAX where offset k
-    takes input n to no output voxel (i = o*s - p + kp*d has no solution 0 <= o < O)."""
+    """The output-grid key of every (slot j, input n) pair, slot-major: along each axis, slot j of
+    coordinate i is its j-th kernel position (ascending) on the stride's lattice, kp*d = i + p
+    (mod s) (``lattice``), and the pair's key is that of the output o = (i + p - kp*d) / s it
+    reaches; INT64_MAX where the position does not exist (kp >= k) or o lies outside [0, O). Every
+    (offset, input) pair that reaches an output is there once (stride 1: slot j is offset j)."""
     ndim = len(spatial_shape)
     out_shape = op_args.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
     idx = indices.long()
-    # pairs as [k_0, ..., k_{nd-1}, N] by broadcasting (row-major k), flattened at the end
+    # pairs as [j_0, ..., j_{nd-1}, N] by broadcasting (row-major slots), flattened at the end
     reach, coords = None, []
-    for d in range(ndim):
+    for d, (slots, step, inverse, g) in enumerate(lattice(kernel_size, stride, dilation)):
         along = [1] * ndim
-        along[d] = kernel_size[d]
-        reached = torch.arange(0, kernel_size[d] * dilation[d], dilation[d], device=indices.device)
-        num = idx.select(1, 1 + d) + padding[d] - reached.view(along + [1])
-        o = num.div(stride[d], rounding_mode="floor")
-        ok = (num >= 0) & (o * stride[d] == num) & (o < out_shape[d])
+        along[d] = slots
+        u = idx.select(1, 1 + d) + padding[d]
+        r = u.remainder(stride[d])
+        first = (r.div(g, rounding_mode="floor") * inverse).remainder_(step)
+        o0 = (u - first * dilation[d]).div(stride[d], rounding_mode="floor")    # exact where the class exists
+        j = torch.arange(slots, device=indices.device).view(along + [1])
+        o = o0 - j * (dilation[d] // g)
+        ok = (first + j * step < kernel_size[d]) & (o >= 0) & (o < out_shape[d])
+        if g > 1:
+            ok &= r.remainder(g) == 0
         reach = ok if reach is None else reach & ok
         coords.append(o)
     key = voxel_keys.pack_columns(idx.select(1, 0), coords, out_shape)

@@ -17,8 +17,9 @@ cell names the one voxel at that position), so no order of work can change it:
   side), sorted once; offset k is the constant key delta of its (centred) window offset, so
   ``_sorted_key_lookup(keys, keys, deltas)`` finds every neighbour's sorted position, and the
   sort's permutation turns positions into rows and puts the rows back in input order;
-- strided: ``_conv_out_keys`` gives the output key each (offset, input) pair reaches, sorted
-  and compacted by ``_unique_sorted_keys`` into the output voxels in canonical (batch, *spatial)
+- strided: ``_conv_out_keys`` gives the output key each (offset, input) pair reaches (only the
+  offsets on the stride's lattice per axis: 8 candidates per input for 3x3x3 at stride 2, not
+  27; kernels/schema/schema.cpp), sorted and compacted by ``_unique_sorted_keys`` into the output voxels in canonical (batch, *spatial)
   order; output o reaches input o*s - p + kp*d, i.e. on the input grid shifted by the padding
   (and padded above by the kernel's reach) the key of o*s plus offset k's (uncentred) delta, so
   the same lookup of those query keys in the sorted input keys gives the map.

@@ -1,8 +1,9 @@
 """The Triton kernels of the CUDA backend's map primitives (host side: map_primitives.py; this
 module imports triton, launch.py imports it when a map is first built).
 
-  conv_out_keys_kernel:     out[k*N + n] = key of the output voxel input n reaches through offset
-                            k on the output grid, INT64_MAX where there is none (contract:
+  conv_out_keys_kernel:     out[j*N + n] = key of the output voxel input n reaches through its
+                            slot j (its j-th kernel offset on the stride's lattice, fallback.lattice)
+                            on the output grid, INT64_MAX where there is none (contract:
                             _conv_out_keys, kernels/schema/schema.cpp), and key[n] = input n's
                             offset bitmask (bit k for the first KEY_BITS offsets with an output):
                             the row key of the strided map's transpose (every such output is in
@@ -25,35 +26,50 @@ import triton.language as tl
 
 INT64_MAX = tl.constexpr(2**63 - 1)   # constexpr: a compiled kernel reads no plain Python global
 
-_SCALARS = ["n", "kvol", "s", "c", "steps", "cells", "bits"]
+_SCALARS = ["n", "kvol", "slots", "s", "c", "steps", "cells", "bits"]
 
 # tl.reduce with triton.language's own sum combiner, not tl.sum: see plan_kernels.py
 _add = tl.standard._sum_combine
 
 
 @triton.jit
-def _axis(ok, k_rest, coord, shape_out, kernel, stride, pad, dil):
-    """One spatial axis: its kernel position from the offset's remaining index (innermost axis
-    first), the output coordinate the input coordinate reaches, i = o*s - p + kp*d, and whether
-    that o exists; returns (o, ok, the offset index left for the outer axes)."""
-    kp = k_rest % kernel
-    num = coord + pad - kp * dil
-    o = num // stride
-    ok = ok & (num >= 0) & (o * stride == num) & (o < shape_out)
-    return o, ok, k_rest // kernel
+def _lattice_start(coord, pad, stride, dil, step, inverse, g):
+    """One spatial axis (fallback.lattice): the least kernel position through which the coordinate
+    reaches an output (kp*dil = coord + pad mod stride), the output it reaches there, and whether
+    that residue class exists; (first, o_first, exists)."""
+    u = coord + pad
+    r = u % stride
+    first = (r // g * inverse) % step
+    return first, (u - first * dil) // stride, r % g == 0
+
+
+@triton.jit
+def _slot(ok, j_rest, k_at, first, o_first, exists, slots, kernel, step, dq, shape_out):
+    """One spatial axis at one slot: the slot's index along the axis from the slot's remaining index
+    (innermost axis first), its kernel position first + j*step and output o_first - j*dil/gcd,
+    whether that position is a kernel position with an output; returns (o, ok, the offset index
+    of the kernel positions so far, the slot index left for the outer axes)."""
+    j = j_rest % slots
+    kp = first + j * step
+    o = o_first - j * dq
+    ok = ok & exists & (kp < kernel) & (o >= 0) & (o < shape_out)
+    return o, ok, k_at * kernel + kp, j_rest // slots
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def conv_out_keys_kernel(indices, out, key, n, kvol, cells, bits,
+def conv_out_keys_kernel(indices, out, key, n, slots, cells, bits,
                          o0, o1, o2, o3, k0, k1, k2, k3, s0, s1, s2, s3, p0, p1, p2, p3, d0, d1, d2, d3,
+                         j0, j1, j2, j3, t0, t1, t2, t3, v0, v1, v2, v3, g0, g1, g2, g3,
                          NDIM: tl.constexpr, BLOCK: tl.constexpr):
-    """A program owns BLOCK whole input rows, all their offsets: it writes every output key of its
+    """A program owns BLOCK whole input rows, all their slots: it writes every output key of its
     rows and each row's offset bitmask (bit k for the first ``bits`` offsets with an output), so no
-    write is shared between programs (no atomics, no zero-filled buffer)."""
+    write is shared between programs (no atomics, no zero-filled buffer). Per axis: o the output
+    extent, k the kernel size, s/p/d stride, padding, dilation, j the slots, t the lattice step,
+    v the inverse and g the gcd of fallback.lattice."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = rows < n
     width = NDIM + 1
-    # a coordinate is read only where the row exists (num >= 0 tests a real coordinate, never padding)
+    # a coordinate is read only where the row exists (masked rows never store)
     c0 = tl.load(indices + rows * width + 1, mask=inside, other=0).to(tl.int64)
     c1 = c0
     c2 = c0
@@ -65,37 +81,48 @@ def conv_out_keys_kernel(indices, out, key, n, kvol, cells, bits,
     if NDIM > 3:
         c3 = tl.load(indices + rows * width + 4, mask=inside, other=0).to(tl.int64)
     batch = tl.load(indices + rows * width, mask=inside, other=0).to(tl.int64) * cells  # cells: beyond int32
+    # each axis's lattice start, once per row (the slots step from it)
+    f0, q0, e0 = _lattice_start(c0, p0, s0, d0, t0, v0, g0)
+    f1, q1, e1 = _lattice_start(c1, p1, s1, d1, t1, v1, g1)
+    f2, q2, e2 = _lattice_start(c2, p2, s2, d2, t2, v2, g2)
+    f3, q3, e3 = _lattice_start(c3, p3, s3, d3, t3, v3, g3)
     kind = key.dtype.element_ty
     mask_bits = tl.full((BLOCK,), 0, kind)
-    zero = tl.program_id(0).to(tl.int64) * 0     # an int64 scalar: the offset index below is one in any mode
-    for k in range(0, kvol):
-        # axes innermost first (the offset index runs row-major, last axis fastest)
-        rest = zero + k
+    zero = tl.program_id(0).to(tl.int64) * 0     # an int64 scalar: the slot index below is one in any mode
+    for j in range(0, slots):
+        # axes innermost first (the slot index runs row-major, last axis fastest); the offset
+        # index is built outermost first, so the axes' results are combined after the walk
+        rest = zero + j
         ok = inside
-        if NDIM == 1:
-            a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
-            at = a0
-        else:
-            if NDIM == 2:
-                a1, ok, rest = _axis(ok, rest, c1, o1, k1, s1, p1, d1)
-                a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
-                at = a0 * o1 + a1
-            else:
-                if NDIM == 3:
-                    a2, ok, rest = _axis(ok, rest, c2, o2, k2, s2, p2, d2)
-                    a1, ok, rest = _axis(ok, rest, c1, o1, k1, s1, p1, d1)
-                    a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
-                    at = (a0 * o1 + a1) * o2 + a2
-                else:
-                    a3, ok, rest = _axis(ok, rest, c3, o3, k3, s3, p3, d3)
-                    a2, ok, rest = _axis(ok, rest, c2, o2, k2, s2, p2, d2)
-                    a1, ok, rest = _axis(ok, rest, c1, o1, k1, s1, p1, d1)
-                    a0, ok, rest = _axis(ok, rest, c0, o0, k0, s0, p0, d0)
-                    at = ((a0 * o1 + a1) * o2 + a2) * o3 + a3
-        tl.store(out + (zero + k) * n + rows, tl.where(ok, batch + at, INT64_MAX), mask=inside)
-        # bit k where the pair has an output (the shift amount kept below the key's width)
-        in_key = (zero + k) < bits
-        mask_bits |= (ok & in_key).to(kind) << tl.where(in_key, zero + k, 0).to(kind)
+        a1 = zero
+        a2 = zero
+        a3 = zero
+        k1p = zero
+        k2p = zero
+        k3p = zero
+        if NDIM > 3:
+            a3, ok, k3p, rest = _slot(ok, rest, zero, f3, q3, e3, j3, k3, t3, d3 // g3, o3)
+        if NDIM > 2:
+            a2, ok, k2p, rest = _slot(ok, rest, zero, f2, q2, e2, j2, k2, t2, d2 // g2, o2)
+        if NDIM > 1:
+            a1, ok, k1p, rest = _slot(ok, rest, zero, f1, q1, e1, j1, k1, t1, d1 // g1, o1)
+        a0, ok, k0p, rest = _slot(ok, rest, zero, f0, q0, e0, j0, k0, t0, d0 // g0, o0)
+        at = a0
+        k = k0p
+        if NDIM > 1:
+            at = at * o1 + a1
+            k = k * k1 + k1p
+        if NDIM > 2:
+            at = at * o2 + a2
+            k = k * k2 + k2p
+        if NDIM > 3:
+            at = at * o3 + a3
+            k = k * k3 + k3p
+        tl.store(out + (zero + j) * n + rows, tl.where(ok, batch + at, INT64_MAX), mask=inside)
+        # bit k (the pair's kernel offset, per row) where the pair has an output (the shift amount
+        # kept below the key's width)
+        in_key = k < bits
+        mask_bits |= (ok & in_key).to(kind) << tl.where(in_key, k, 0).to(kind)
     tl.store(key + rows, mask_bits, mask=inside)
 
 

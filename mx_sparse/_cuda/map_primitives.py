@@ -34,23 +34,52 @@ def _per_axis(values, fill):
     return list(values) + [fill] * (MAX_AXES - len(values))
 
 
+class _OutKeysShape:
+    """What a conv_out_keys launch takes that the geometry alone decides: the slot and kernel
+    volumes, the output grid's cells and the per-axis scalars; made once per geometry (a network
+    repeats a few) and shared by every launch on it."""
+    __slots__ = ("kvol", "slots", "cells", "scalars")
+
+    def __init__(self, spatial_shape, kernel_size, stride, padding, dilation):
+        out_shape = op_args.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
+        lattice = fallback.lattice(kernel_size, stride, dilation)
+        self.kvol, self.slots, self.cells = 1, 1, 1
+        for k, o, axis in zip(kernel_size, out_shape, lattice):
+            self.kvol, self.slots, self.cells = self.kvol * k, self.slots * axis[0], self.cells * o
+        per_axis = [_per_axis(values, fill) for values, fill in (
+            (out_shape, 1), (kernel_size, 1), (stride, 1), (padding, 0), (dilation, 1))]
+        per_axis += [_per_axis([axis[i] for axis in lattice], fill) for i, fill in enumerate((1, 1, 0, 1))]
+        self.scalars = tuple(v for values in per_axis for v in values)
+
+
+# (spatial_shape, kernel_size, stride, padding, dilation) -> _OutKeysShape; emptied when full
+_out_keys_shapes = {}
+MAX_OUT_KEYS_SHAPES = 1024
+
+
+def _out_keys_shape(spatial_shape, kernel_size, stride, padding, dilation) -> _OutKeysShape:
+    key = (*spatial_shape, None, *kernel_size, *stride, *padding, *dilation)
+    found = _out_keys_shapes.get(key)
+    if found is None:
+        if len(_out_keys_shapes) >= MAX_OUT_KEYS_SHAPES:
+            _out_keys_shapes.clear()
+        found = _out_keys_shapes[key] = _OutKeysShape(spatial_shape, kernel_size, stride, padding, dilation)
+    return found
+
+
 def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
     ndim = len(spatial_shape)
     if ndim > MAX_AXES or indices.shape[1] != 1 + ndim or indices.shape[0] >= INT32_LIMIT:
         return fallback.conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation)
-    out_shape = op_args.conv_output_extent(spatial_shape, kernel_size, stride, padding, dilation)
+    shaped = _out_keys_shape(spatial_shape, kernel_size, stride, padding, dilation)
     n = indices.shape[0]
-    kvol, cells = 1, 1
-    for k, o in zip(kernel_size, out_shape):
-        kvol, cells = kvol * k, cells * o
-    out = torch.empty((kvol * n,), dtype=torch.int64, device=indices.device)
+    out = torch.empty((shaped.slots * n,), dtype=torch.int64, device=indices.device)
     # each input row's offset bitmask comes with the keys (same launch): kept with the result, for
     # the transpose of the map a builder makes from it (built_maps.result_row_key; map_plan.py reads it)
-    key = torch.empty((n,), dtype=map_plan.key_dtype(kvol), device=indices.device)
+    key = torch.empty((n,), dtype=map_plan.key_dtype(shaped.kvol), device=indices.device)
     launch.run(launch.map_kernels().conv_out_keys_kernel, "conv_out_keys", "int64", f"b{OUT_KEY_ROWS}",
-               (_cdiv(n, OUT_KEY_ROWS),), (launch.aligned(indices), out, key), n, kvol, cells, map_plan.key_bits(kvol),
-               *_per_axis(out_shape, 1), *_per_axis(kernel_size, 1), *_per_axis(stride, 1),
-               *_per_axis(padding, 0), *_per_axis(dilation, 1), NDIM=ndim, BLOCK=OUT_KEY_ROWS)
+               (_cdiv(n, OUT_KEY_ROWS),), (launch.aligned(indices), out, key), n, shaped.slots, shaped.cells,
+               map_plan.key_bits(shaped.kvol), *shaped.scalars, NDIM=ndim, BLOCK=OUT_KEY_ROWS)
     built_maps.keep_result_row_key(out, key)
     return out
 

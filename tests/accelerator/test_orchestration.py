@@ -49,14 +49,57 @@ def test_sorted_key_lookup_finds_each_shifted_key():
 
 
 def test_conv_out_keys_hand_computed_1d():
-    # 1-D grid of 7, kernel 3, stride 2, padding 1: out extent 4; input i reaches o = (i + 1 - k) / 2
+    # 1-D grid of 7, kernel 3, stride 2, padding 1: out extent 4; input i reaches o = (i + 1 - kp) / 2
+    # through the kernel positions kp with i + 1 - kp even: two slots (kp = (i + 1) % 2, then + 2)
     idx = torch.tensor([[0, 0], [1, 3], [0, 6]], dtype=torch.int32)
-    got = OPS._conv_out_keys(idx, [7], 2, [3], [2], [1], [1]).view(3, 3)   # [K, N]
+    got = OPS._conv_out_keys(idx, [7], 2, [3], [2], [1], [1]).view(2, 3)   # [slots, N]
     m = INT64_MAX
-    want = [[m, 4 + 2, m],     # k=0: (0+1)/2 no, (3+1)/2 = 2 -> batch 1: 4 + 2, (6+1)/2 no
-            [0, m, 3],         # k=1: 0/2 = 0, 3/2 no, 6/2 = 3
-            [m, 4 + 1, m]]     # k=2: -1 no, 2/2 = 1, 5/2 no
+    want = [[0, 4 + 2, 3],     # slot 0: i=0 kp=1 -> 0; i=3 kp=0 -> 2 (batch 1: 4 + 2); i=6 kp=1 -> 3
+            [m, 4 + 1, m]]     # slot 1: i=0 kp=3 no; i=3 kp=2 -> 1; i=6 kp=3 no
     assert got.tolist() == want
+
+
+def lattice_pairs_reference(idx, shape, kernel, stride, padding, dilation):
+    """_conv_out_keys by enumeration, in Python integers: per axis the kernel positions kp in
+    [0, k) with i + p - kp*d divisible by s, ascending, slot j the j-th of them; slots row-major
+    (J_d = ceil(k / (s / gcd(s, d))) per axis), keys row-major on the output grid."""
+    import itertools
+    import math
+    out = [(i + 2 * p - d * (k - 1) - 1) // s + 1 for i, k, s, p, d in zip(shape, kernel, stride, padding, dilation)]
+    slots = [-(-k // (s // math.gcd(s, d))) for k, s, d in zip(kernel, stride, dilation)]
+    keys = []
+    for js in itertools.product(*[range(j) for j in slots]):
+        for b, *coords in idx.tolist():
+            key = b
+            for i, j, k, s, p, d, o_extent in zip(coords, js, kernel, stride, padding, dilation, out):
+                lattice = [kp for kp in range(k) if (i + p - kp * d) % s == 0]
+                o = (i + p - lattice[j] * d) // s if j < len(lattice) else -1
+                if not 0 <= o < o_extent:
+                    key = INT64_MAX
+                    break
+                key = key * o_extent + o
+            keys.append(key)
+    return torch.tensor(keys, dtype=torch.int64)
+
+
+@pytest.mark.parametrize("shape,kernel,stride,padding,dilation", [
+    ([9, 10, 11], [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1]),     # 2 slots per axis
+    ([9, 10, 11], [3, 1, 1], [2, 1, 1], [0, 0, 0], [1, 1, 1]),     # VoxelBackBone8x's last conv
+    ([8, 9, 7], [2, 2, 2], [2, 2, 2], [1, 0, 1], [1, 1, 1]),       # one slot per axis
+    ([12, 9, 8], [5, 3, 4], [4, 3, 2], [2, 1, 2], [2, 3, 1]),      # gcd(s, d) 2 and 3: classes empty for odd i+p
+    ([6, 7, 5], [3, 3, 3], [1, 1, 1], [1, 0, 2], [1, 2, 1]),       # stride 1: slot j is offset j
+    ([20, 6, 6], [5, 2, 3], [3, 2, 3], [3, 1, 0], [2, 1, 2]),      # inverse of d/gcd modulo the step (2 mod 3)
+], ids=["k3s2", "k311s211", "k2s2", "gcd", "stride1", "inverse"])
+def test_conv_out_keys_against_an_enumeration(shape, kernel, stride, padding, dilation):
+    """Every (offset, input) pair with an output exactly once, in the slot layout, against the pairs
+    enumerated one kernel position at a time; a different rule (not the residue arithmetic)."""
+    idx = voxels(shape, 2, 70, seed=sum(kernel))
+    got = OPS._conv_out_keys(idx, shape, 2, kernel, stride, padding, dilation)
+    assert torch.equal(got, lattice_pairs_reference(idx, shape, kernel, stride, padding, dilation))
+    # the distinct keys are the CPU backend's output voxels
+    out_idx, _ = mx_sparse.functional.build_conv_map(idx, shape, 2, kernel, stride, padding, dilation)
+    keys = torch.unique(got[got != INT64_MAX])
+    assert keys.numel() == out_idx.shape[0]
 
 
 def test_unique_sorted_keys_compacts_and_counts_without_sentinels():

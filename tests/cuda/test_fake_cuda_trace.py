@@ -220,12 +220,13 @@ def test_triton_map_primitives_launch_kernels_on_cuda_tensors(trace):
     _, log, reads, _ = trace
     before = sum(launch.launches.values())
     pairs = map_primitives.conv_out_keys(index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    assert pairs.device.type == "cuda" and pairs.shape == (2700,) and pairs.dtype == torch.int64
+    # 2 of the 3 kernel positions per axis are slots at stride 2: 8 rows of keys, not 27
+    assert pairs.device.type == "cuda" and pairs.shape == (800,) and pairs.dtype == torch.int64
     keys, deltas = cuda(100, dtype=torch.int64), cuda(27, dtype=torch.int64)
     found = map_primitives.sorted_key_lookup(keys, keys, deltas, 3, 1000)
     assert found.device.type == "cuda" and found.shape == (100, 27) and found.dtype == torch.int32
     unique, count = map_primitives.unique_sorted_keys(pairs)
-    assert unique.shape == (2700,) and count.shape == (1,) and count.dtype == torch.int32
+    assert unique.shape == (800,) and count.shape == (1,) and count.dtype == torch.int32
     assert {unique.device.type, count.device.type} == {"cuda"}
     assert sum(launch.launches.values()) == before + 3
     check(log, reads, [])
@@ -238,9 +239,9 @@ def test_fallback_primitives_stay_on_the_device_without_syncs(trace):
     keys, deltas = cuda(100, dtype=torch.int64), cuda(27, dtype=torch.int64)
     assert fallback.sorted_key_lookup(keys, keys, deltas, 3, 1000).shape == (100, 27)
     pairs = fallback.conv_out_keys(index_rows(100), [10, 12, 14], 2, [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1])
-    assert pairs.shape == (2700,) and pairs.dtype == torch.int64
+    assert pairs.shape == (800,) and pairs.dtype == torch.int64
     unique, count = fallback.unique_sorted_keys(pairs)
-    assert unique.shape == (2700,) and count.shape == (1,) and count.dtype == torch.int32
+    assert unique.shape == (800,) and count.shape == (1,) and count.dtype == torch.int32
     features, nbr = cuda(300, 8, dtype=torch.bfloat16), cuda(200, 27, dtype=torch.int32)
     assert fallback.gather_mm_one_group(features, cuda(27, 8, 16, dtype=torch.bfloat16), nbr).shape == (200, 16)
     assert fallback.gather_mm_backprop_filter_one_group(features, cuda(200, 16, dtype=torch.bfloat16),

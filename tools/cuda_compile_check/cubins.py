@@ -170,12 +170,12 @@ def map_configurations():
     import torch
     from mx_sparse._cuda import map_plan, map_primitives, tile_lists
     block = {"BLOCK": map_primitives.BLOCK}
-    axes = {f"{a}{d}": "i32" for a in "okspd" for d in range(map_primitives.MAX_AXES)}
+    axes = {f"{a}{d}": "i32" for a in "okspdjtvg" for d in range(map_primitives.MAX_AXES)}
     rows = map_primitives.OUT_KEY_ROWS
     for ndim in range(1, map_primitives.MAX_AXES + 1):
         for key in ("*i32", "*i64"):        # the row keys of kernel volumes up to 31, and above
             yield ("conv_out_keys_kernel", "int64", "-", f"b{rows}-{ndim}d-{key[1:]}",
-                   {"indices": "*i32", "out": "*i64", "key": key, "n": "i32", "kvol": "i32", "cells": "i64",
+                   {"indices": "*i32", "out": "*i64", "key": key, "n": "i32", "slots": "i32", "cells": "i64",
                     "bits": "i32", **axes, "NDIM": "constexpr", "BLOCK": "constexpr"}, {"NDIM": ndim, "BLOCK": rows}, {})
     for kvol in (1, 8, 27, 125):            # 1x1x1 .. 5x5x5 kernels (larger ones: 125's code, BLOCK_K 128)
         key = "*i32" if map_plan.key_dtype(kvol) == torch.int32 else "*i64"
