@@ -367,14 +367,21 @@ class ConvMapBuild {
 // ---- the transpose of a built map (neighbor_map._scatter_transpose)
 
 // The transpose of a valid map (entries in [-1, num_rows), each (input row, offset) once): row m
-// goes to cell (nbr[m, k], k); absent entries go to a spare row num_rows (-1 mod num_rows + 1),
-// dropped. Each kept cell has one writer: the result does not depend on the order.
+// goes to cell (nbr[m, k], k), written one row down; absent entries (-1) go to a spare row 0 in
+// front, dropped. Each kept cell has one writer: the result does not depend on the order. (The
+// shift is one add: an int64 remainder sending -1 to a spare last row cost ~4x as much on a
+// CPU.) The result, rows 1.. of the buffer, starts 16-byte aligned, as the Triton launches take
+// their operands (a misaligned one would be copied): the buffer is placed so that row 1 is.
 at::Tensor scatter_transpose(const at::Tensor& nbr, int64_t num_rows) {
   const int64_t m = nbr.size(0), kvol = nbr.size(1);
-  const at::Tensor target = nbr.to(at::kLong).remainder_(num_rows + 1);
-  at::Tensor out = at::full({num_rows + 1, kvol}, kNoNeighbor, int32_on(nbr.device()));
+  constexpr int64_t kAlignedInts = 4;  // 16 bytes of int32 (allocations themselves are aligned wider)
+  const int64_t lead = (kAlignedInts - kvol % kAlignedInts) % kAlignedInts;
+  const at::Tensor target = nbr.to(at::kLong).add_(1);
+  at::Tensor out = at::full({lead + (num_rows + 1) * kvol}, kNoNeighbor, int32_on(nbr.device()))
+                       .narrow(0, lead, (num_rows + 1) * kvol)
+                       .view({num_rows + 1, kvol});
   const at::Tensor rows = at::arange(m, int32_on(nbr.device())).unsqueeze(1).expand({m, kvol});
-  return out.scatter_(0, target, rows).narrow(0, 0, num_rows);
+  return out.scatter_(0, target, rows).narrow(0, 1, num_rows);
 }
 
 }  // namespace
