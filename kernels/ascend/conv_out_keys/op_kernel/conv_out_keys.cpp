@@ -39,8 +39,8 @@ using namespace mxs_kernel;
 
 namespace {
 
-// slots of one term (T lanes each)
-constexpr int32_t V_VALID = 0;  // 1 where this axis position reaches an output
+// parts of one term (T lanes each)
+constexpr int32_t V_VALID = 0;  // 1 where this axis slot reaches an output
 constexpr int32_t V_LO = 1;     // low key word
 constexpr int32_t V_COL = 2;    // byte columns 0..3 of the low part (wide keys)
 constexpr int32_t V_HI = 6;     // high-word part without the carry (wide keys)
@@ -96,7 +96,7 @@ private:
     __aicore__ inline LocalTensor<int32_t> Scr(int32_t i) { return scrB_.Get<int32_t>()[i * T_]; }
     __aicore__ inline LocalTensor<int32_t> Col(int32_t c) { return colB_.Get<int32_t>()[c * T_]; }
     __aicore__ inline LocalTensor<int32_t> Term(int32_t i) { return termB_.Get<int32_t>()[i * V_ * T_]; }
-    __aicore__ inline LocalTensor<int32_t> Slot(const LocalTensor<int32_t>& term, int32_t v) { return term[v * T_]; }
+    __aicore__ inline LocalTensor<int32_t> Part(const LocalTensor<int32_t>& term, int32_t v) { return term[v * T_]; }
     // level 0 is the batch term; level l >= 1 = level l-1 combined with axis l-1's current term
     __aicore__ inline LocalTensor<int32_t> Level(int32_t l) {
         return l == 0 ? Term(0) : levelB_.Get<int32_t>()[(l - 1) * V_ * T_];
@@ -106,7 +106,7 @@ private:
         const int64_t n0 = tl * T_;
         const int32_t q = (int32_t)((t_.numVoxels - n0) < T_ ? (t_.numVoxels - n0) : T_);
         LoadColumns(n0, q);
-        Duplicate(Slot(Term(0), V_VALID), 1, T_);  // every row has a batch index
+        Duplicate(Part(Term(0), V_VALID), 1, T_);  // every row has a batch index
         KeyWords(Term(0), Col(0), 0);
         for (int32_t d = 0; d < nd_; ++d) {
             LatticeStart(d);
@@ -188,7 +188,7 @@ private:
 
     // term of axis d's slot j: kernel position first + j*step < k, o_j = o_0 - j*dil/gcd in range
     __aicore__ inline void SlotTerm(int32_t d, int32_t j, const LocalTensor<int32_t>& term) {
-        LocalTensor<int32_t> valid = Slot(term, V_VALID), o = Scr(S_OJ);
+        LocalTensor<int32_t> valid = Part(term, V_VALID), o = Scr(S_OJ);
         if (t_.stride[d] == 1) {
             Duplicate(valid, 1, T_);  // slot j is kernel position j < k
         } else {
@@ -243,16 +243,16 @@ private:
 
     // key-word contributions of x (0 <= x < 2^24) as term `ti` (0 = batch, 1 + d = axis d)
     __aicore__ inline void KeyWords(const LocalTensor<int32_t>& term, const LocalTensor<int32_t>& x, int32_t ti) {
-        Muls(Slot(term, V_LO), x, t_.loMul[ti], T_);  // wrapping int32 product = exact low word
+        Muls(Part(term, V_LO), x, t_.loMul[ti], T_);  // wrapping int32 product = exact low word
         if (!t_.wide) return;
         LocalTensor<int32_t> b[3] = {Scr(4), Scr(5), Scr(6)};
         const int32_t nb = t_.xBytes[ti];
         SplitBytes(x, nb, b);
         for (int32_t j = 0; j < 4; ++j) {
             const int32_t w[3] = {t_.lowByte[ti][0][j], t_.lowByte[ti][1][j], t_.lowByte[ti][2][j]};
-            WeightedSum(Slot(term, V_COL + j), b, nb, w);
+            WeightedSum(Part(term, V_COL + j), b, nb, w);
         }
-        WeightedSum(Slot(term, V_HI), b, nb, t_.hiMul[ti]);
+        WeightedSum(Part(term, V_HI), b, nb, t_.hiMul[ti]);
     }
 
     // b[i] = byte i of x (x < 2^24: float-exact, and scaling by 1/256 is exact)
@@ -295,10 +295,10 @@ private:
         UpdateLevels(js, 1);
         LocalTensor<int32_t> stage;
         for (int32_t j = 0; j < t_.slotVol; ++j) {
-            const int32_t slot = j % t_.kGroup;
-            if (slot == 0) stage = outQ_.AllocTensor<int32_t>();
-            Emit(stage[slot * 2 * T_]);
-            if (slot == t_.kGroup - 1 || j == t_.slotVol - 1) Flush(stage, j - slot, slot + 1, n0, q);
+            const int32_t staged = j % t_.kGroup;  // position in the staged group
+            if (staged == 0) stage = outQ_.AllocTensor<int32_t>();
+            Emit(stage[staged * 2 * T_]);
+            if (staged == t_.kGroup - 1 || j == t_.slotVol - 1) Flush(stage, j - staged, staged + 1, n0, q);
             int32_t d = nd_ - 1;  // advance the odometer: the last axis moves fastest
             while (d >= 0 && ++js[d] == t_.slots[d]) js[d--] = 0;
             if (d >= 0) UpdateLevels(js, d + 1);
@@ -314,9 +314,9 @@ private:
     }
     // int64 keys of the current slot into dst [2T] (sentinel where invalid)
     __aicore__ inline void Emit(const LocalTensor<int32_t>& dst) {
-        LocalTensor<int32_t> L = Level(nd_), valid = Slot(L, V_VALID);
+        LocalTensor<int32_t> L = Level(nd_), valid = Part(L, V_VALID);
         LocalTensor<int32_t> lo = lohi_, hi = lohi_[T_];
-        Adds(lo, Slot(L, V_LO), -kSentinelLo, T_);  // lo = (lo - S) * valid + S
+        Adds(lo, Part(L, V_LO), -kSentinelLo, T_);  // lo = (lo - S) * valid + S
         Mul(lo, lo, valid, T_);
         Adds(lo, lo, kSentinelLo, T_);
         if (t_.wide) {
@@ -334,16 +334,16 @@ private:
     __aicore__ inline void HighWord(const LocalTensor<int32_t>& hi, const LocalTensor<int32_t>& L) {
         LocalTensor<int32_t> carry = Scr(0), v = Scr(1);
         LocalTensor<float> f = Scr(7).ReinterpretCast<float>();
-        Cast(f, Slot(L, V_COL), RoundMode::CAST_NONE, T_);
+        Cast(f, Part(L, V_COL), RoundMode::CAST_NONE, T_);
         Muls(f, f, INV256, T_);
         Cast(carry, f, RoundMode::CAST_FLOOR, T_);
         for (int32_t j = 1; j < 4; ++j) {
-            Add(v, Slot(L, V_COL + j), carry, T_);
+            Add(v, Part(L, V_COL + j), carry, T_);
             Cast(f, v, RoundMode::CAST_NONE, T_);
             Muls(f, f, INV256, T_);
             Cast(carry, f, RoundMode::CAST_FLOOR, T_);
         }
-        Add(hi, Slot(L, V_HI), carry, T_);
+        Add(hi, Part(L, V_HI), carry, T_);
     }
     // slots j0 .. j0+count-1 of rows [n0, n0+q): one DMA, GM rows N*8 bytes apart (slot-major)
     __aicore__ inline void Flush(LocalTensor<int32_t> stage, int32_t j0, int32_t count, int64_t n0, int32_t q) {
