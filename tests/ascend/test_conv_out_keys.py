@@ -136,9 +136,10 @@ def _random_rows(shape, batch, n, seed):
 @pytest.mark.parametrize("shape,batch,geo", [
     ([1000], 2, ([5], [4], [2], [2])),
     ([90, 70], 3, ([3, 4], [2, 2], [1, 1], [3, 1])),
+    ([90, 70], 2, ([2, 3], [5, 6], [1, 2], [2, 4])),   # s/gcd > k: most coordinates have no slot
     ([9, 11, 13, 7], 2, ([3, 2, 3, 3], [2, 2, 3, 1], [1, 0, 2, 1], [1, 1, 2, 2])),
     ([9, 11, 13, 7], 1, ([2, 3, 2, 3], [1, 1, 1, 1], [0, 1, 1, 2], [1, 2, 1, 2])),
-], ids=["1d-k5s4d2", "2d-k34s22d31", "4d-mixed", "4d-stride1"])
+], ids=["1d-k5s4d2", "2d-k34s22d31", "2d-k23s56d24", "4d-mixed", "4d-stride1"])
 def test_dims(ops_bin, tmp_path, shape, batch, geo):
     """1, 2 and 4 spatial axes (the kernel alone: the lookup kernel is 3d only)."""
     ind = _random_rows(shape, batch, 700, len(shape)).int().contiguous()
@@ -181,7 +182,8 @@ def _sparse_big(seed, shape, batch, n=300):
     # keys up to ~2^60; stride 3 on coordinates up to 1.6e7, where float(c) * float(1/3) rounds up to
     # the next integer for some c (quotient estimate one too large)
     ([16000000, 4000000, 30000], 3, ([3, 2, 3], [3, 2, 1], [1, 0, 1], [1, 1, 2]), 1),
-], ids=["2^41", "2^32", "2^60"])
+    ([900, 90000, 90000], 3, ([5, 3, 4], [4, 3, 2], [2, 1, 1], [2, 3, 1]), 1),   # keys ~2^41, gcd(s, d) > 1
+], ids=["2^41", "2^32", "2^60", "2^41-gcd"])
 def test_int64_keys(ops_bin, tmp_path, shape, batch, geo, wide):
     ind = _sparse_big(len(shape) + batch, shape, batch)
     cinfo, _ = check_pipeline(ops_bin, ind, shape, batch, geo, tmp_path, ao.sim_env(aic=1))  # 2 AIV: tiles > 256 rows
