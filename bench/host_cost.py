@@ -118,11 +118,17 @@ def _remove_triton_device_work(removed):
     launch.run = stubbed
 
 
+def _conv_out_slot_volume(a):
+    """J of a mxs_emu_conv_out_keys call (kernel, stride, dilation arrays at a[5], a[6], a[8])."""
+    from mx_sparse._core import contract  # mx_sparse is imported after the path's switches are set
+    return math.prod(contract.conv_out_slots(a[5], a[6], a[8]))
+
+
 # The map primitives' outputs, from the arguments of their emulator call (runtime/ascend.py's
 # _call: raw addresses and sizes): [(address, bytes)].
 _EMULATOR_OUTPUTS = {
     "mxs_emu_sorted_key_lookup": lambda a: [(a[8], a[1] * a[5] * 4)],                  # int32 [S, K]
-    "mxs_emu_conv_out_keys": lambda a: [(a[9], a[1] * math.prod(a[5]) * 8)],            # int64 [K*N]
+    "mxs_emu_conv_out_keys": lambda a: [(a[9], a[1] * _conv_out_slot_volume(a) * 8)],   # int64 [J*N]
     "mxs_emu_unique_sorted_keys": lambda a: [(a[2], a[1] * 8), (a[3], 4)],              # int64 [C], int32 [1]
 }
 

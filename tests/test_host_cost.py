@@ -72,6 +72,31 @@ def test_npu_map_launches_replay_their_recording(monkeypatch):
         ascend.unique_sorted_keys(sorted_keys)          # recorded first: the lookup
 
 
+def test_npu_conv_out_keys_recording_is_its_slot_layout(monkeypatch):
+    """The recorded output of the strided map's key launch is the whole [J * N] slot layout
+    (J = 8 slots for k3 s2 with dilation 1, 18 for k(5,3,4) s(4,3,2) d(2,3,1)), and its replay
+    gives the keys back."""
+    torch = pytest.importorskip("torch")
+    from mx_sparse.runtime import ascend
+    if not ascend.emulator_available():
+        pytest.skip("the AscendC emulator needs the kernel sources and a C++ compiler")
+    monkeypatch.setattr(ascend, "_call", ascend._call)   # put back after the test
+    removed = host_cost._Removed()
+    host_cost._remove_emulator_device_work(removed)
+    ind = torch.tensor([[0, 1, 2, 3], [0, 4, 4, 4], [1, 0, 7, 5]], dtype=torch.int32)
+    geometries = [([3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], 8), ([5, 3, 4], [4, 3, 2], [2, 1, 1], [2, 3, 1], 18)]
+
+    def launches():
+        return [ascend.conv_out_keys(ind, [8, 8, 8], 2, k, s, p, d) for k, s, p, d, _ in geometries]
+
+    first = launches()
+    assert [len(v[0]) for _, v in removed.recorded] == [3 * j * 8 for *_, j in geometries]
+    assert [t.numel() for t in first] == [3 * j for *_, j in geometries]
+    removed.replay_from_start()
+    again = launches()
+    assert all(torch.equal(a, b) for a, b in zip(first, again)) and removed.replayed == 2
+
+
 ROW = re.compile(r"\| (?P<name>[^|]+) \| (?P<ms>[\d.]+) \| (?P<ratio>[\d.]+) \| (?P<triton>\d+) \| (?P<emu>\d+) \| "
                  r"(?P<ops>\d+) \| (?P<reads>\d+) \|")
 

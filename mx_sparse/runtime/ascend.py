@@ -20,6 +20,7 @@ ends the process with exit code 86, exactly as its command-line harnesses do.
 import ctypes
 import fcntl
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+
+from .._core import contract
 
 # AscendC kernel names, in the order of the library's launch counters (mxs_emu_kernel_name).
 KERNELS = ("SubmMap", "ConvOutKeys", "UniqueSortedKeys", "GatherMm", "GatherMmBackpropFilter")
@@ -231,8 +234,11 @@ def sorted_key_lookup(query_keys: torch.Tensor, sorted_keys: torch.Tensor, key_d
 
 def conv_out_keys(indices: torch.Tensor, spatial_shape: List[int], batch_size: int, kernel_size: List[int],
                   stride: List[int], padding: List[int], dilation: List[int]) -> torch.Tensor:
-    """AscendC ConvOutKeys: int64 [K*N], k-major, the output-grid key each input row reaches through
-    offset k, INT64_MAX if none."""
+    """AscendC ConvOutKeys: int64 [J*N], slot-major, the output-grid key each input row reaches through
+    slot j, INT64_MAX if none. Per axis only the kernel positions of the row's residue class modulo
+    s / gcd(s, dilation) reach an output; the axis' j-th of them is its slot j and the row's slot is
+    the row-major multi-index of the axis slots, J = prod(contract.conv_out_slots(...)) (the
+    kernel volume K at stride 1, where slot j is kernel offset j)."""
     idx = _operand("indices", indices, (torch.int32,), 2)
     nd = len(spatial_shape)
     if idx.shape[1] != 1 + nd:
@@ -241,10 +247,8 @@ def conv_out_keys(indices: torch.Tensor, spatial_shape: List[int], batch_size: i
                          ("dilation", dilation)):
         if len(values) != nd:
             raise ValueError(f"{name}: expected {nd} values (one per spatial axis), got {list(values)}")
-    kvol = 1
-    for k in kernel_size:
-        kvol *= int(k)
-    out = torch.empty(kvol * idx.shape[0], dtype=torch.int64)
+    slots = math.prod(contract.conv_out_slots(kernel_size, stride, dilation))
+    out = torch.empty(slots * idx.shape[0], dtype=torch.int64)
     _call("mxs_emu_conv_out_keys", _ptr(idx), idx.shape[0], nd, _i64_array(spatial_shape), int(batch_size),
           _i64_array(kernel_size), _i64_array(stride), _i64_array(padding), _i64_array(dilation), _ptr(out))
     return out

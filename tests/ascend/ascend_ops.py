@@ -162,21 +162,27 @@ def conv_out_extent(n, k, s, p, d):
     return (span // s) + 1  # python floor division is right for negative spans too
 
 
+def axis_slot_count(k, s, dl):
+    """The most kernel positions kp < k through which one coordinate reaches an output along an axis
+    (kp*dl congruent to the coordinate + padding modulo s), counted over every residue."""
+    return max(sum((u - kp * dl) % s == 0 for kp in range(k)) for u in range(s))
+
+
 def conv_out_keys(binary, indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation, workdir, env):
-    """Emulated ConvOutKeys: int64 output key of every (kernel offset k, input row n), k-major [K * N];
-    INT64_MAX where the offset reaches no output voxel."""
+    """Emulated ConvOutKeys: int64 output key of every (slot j, input row n), slot-major [J * N]
+    (J = prod of axis_slot_count); INT64_MAX where the slot reaches no output voxel."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     n, ndim = indices.shape[0], len(spatial_shape)
-    kvol = 1
-    for k in kernel_size:
-        kvol *= k
+    slots = 1
+    for d in range(ndim):
+        slots *= axis_slot_count(kernel_size[d], stride[d], dilation[d])
     (workdir / "params.txt").write_text(" ".join(str(v) for v in [n, batch_size, ndim, *spatial_shape, *kernel_size,
                                                                     *stride, *padding, *dilation]) + "\n")
     (workdir / "indices.bin").write_bytes(_raw(indices.to(torch.int32)))
     info, _ = run(binary, "conv_out_keys", workdir, env)
     keys = torch.from_numpy(np.fromfile(workdir / "keys.bin", dtype=np.int64).copy())
-    assert keys.shape[0] == n * kvol
+    assert keys.shape[0] == n * slots
     return keys, info
 
 

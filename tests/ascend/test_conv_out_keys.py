@@ -1,7 +1,9 @@
 """Strided-conv output keys on the AscendC side (emulator, strict): ConvOutKeys (candidate key of every
-(input, kernel offset) pair), torch sort, UniqueSortedKeys (dense sorted unique keys), then the
-existing lookup kernel. Each kernel is compared with an independent torch formulation, and the
-final output coordinates and map with the CPU backend's build_conv_map, exactly."""
+(input, slot) pair: the slot layout of _conv_out_keys), torch sort, UniqueSortedKeys (dense sorted
+unique keys), then the existing lookup kernel. Each kernel is compared with an independent torch
+formulation, and the final output coordinates and map with the CPU backend's build_conv_map, exactly."""
+import itertools
+
 import pytest
 import torch
 
@@ -13,8 +15,41 @@ SENTINEL = torch.iinfo(torch.int64).max
 UB = 196608
 
 
+def _axis_slots(c, k, s, p, dl, extent):
+    """Brute force along one axis: the j-th kernel position kp (ascending) with c + p - kp*dl a
+    multiple of s is slot j. Returns (o [N, J_d], valid [N, J_d]) for J_d = ao.axis_slot_count."""
+    j_d = ao.axis_slot_count(k, s, dl)
+    o = torch.zeros(c.shape[0], j_d, dtype=torch.int64)
+    valid = torch.zeros(c.shape[0], j_d, dtype=torch.bool)
+    for n, ci in enumerate(c.tolist()):
+        hits = [kp for kp in range(k) if (ci + p - kp * dl) % s == 0]
+        assert len(hits) <= j_d
+        for j, kp in enumerate(hits):
+            o[n, j] = (ci + p - kp * dl) // s
+            valid[n, j] = 0 <= o[n, j] < extent
+    return o, valid
+
+
 def reference_candidates(ind, shape, ks, st, pd, dl):
-    """k-major [K * N] output keys (row-major on the output grid) or SENTINEL, in plain torch int64."""
+    """Slot-major [J * N] output keys (row-major on the output grid) or SENTINEL, slot j = the
+    row-major multi-index of the axis slots (last axis fastest), in plain torch int64."""
+    nd = len(shape)
+    out = [ao.conv_out_extent(shape[d], ks[d], st[d], pd[d], dl[d]) for d in range(nd)]
+    idx = ind.long()
+    axes = [_axis_slots(idx[:, 1 + d], ks[d], st[d], pd[d], dl[d], out[d]) for d in range(nd)]
+    columns = []
+    for js in itertools.product(*[range(o.shape[1]) for o, _ in axes]):
+        key, ok = idx[:, 0].clone(), torch.ones(idx.shape[0], dtype=torch.bool)
+        for d, j in enumerate(js):
+            key = key * out[d] + axes[d][0][:, j]
+            ok &= axes[d][1][:, j]
+        columns.append(torch.where(ok, key, torch.full_like(key, SENTINEL)))
+    return torch.stack(columns).reshape(-1) if columns else torch.zeros(0, dtype=torch.int64)
+
+
+def reference_k_major(ind, shape, ks, st, pd, dl):
+    """The k-major [K * N] layout (entry [k, n]: through kernel offset k), which the slot layout equals
+    at stride 1."""
     nd = len(shape)
     out = [ao.conv_out_extent(shape[d], ks[d], st[d], pd[d], dl[d]) for d in range(nd)]
     idx = ind.long()
@@ -71,6 +106,56 @@ def test_geometries(ops_bin, scenes, tmp_path, geo):
     check_pipeline(ops_bin, ind, shape, batch, geo, tmp_path, ao.sim_env(aic=3, seed=5))
 
 
+# gcd(s, dil) > 1 and residue classes that need the candidate search (dil > 1, s/gcd > 1):
+# k5 s4 d2 (step 2, 3 slots), k3 s3 d3 (step 1: every position or none), k4 s2 d1 (2 slots);
+# k3 s2 d3 (step 2, odd dilation), k5 s4 d2 again, k3 s3 d2 (step 3: one slot)
+@pytest.mark.parametrize("geo", [([5, 3, 4], [4, 3, 2], [2, 1, 1], [2, 3, 1]),
+                                 ([3, 5, 3], [2, 4, 3], [1, 2, 1], [3, 2, 2])],
+                         ids=["k534s432d231", "k353s243d322"])
+def test_slot_classes(ops_bin, scenes, tmp_path, geo):
+    ind, shape, batch = scenes["random_b2"]
+    cinfo, _ = check_pipeline(ops_bin, ind, shape, batch, geo, tmp_path, ao.sim_env(aic=3, seed=7))
+    _check_pairs(cinfo["keys"], ind, shape, geo)
+
+
+def _check_pairs(keys, ind, shape, geo):
+    """Every (input, kernel offset) pair that reaches an output appears exactly once, nothing else:
+    the valid keys equal those of the k-major layout as multisets."""
+    km = reference_k_major(ind, shape, *geo)
+    assert torch.equal(torch.sort(keys[keys != SENTINEL]).values, torch.sort(km[km != SENTINEL]).values)
+
+
+def _random_rows(shape, batch, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    rows = torch.stack([torch.randint(0, batch, (n,), generator=g)] +
+                       [torch.randint(0, e, (n,), generator=g) for e in shape], 1)
+    rows = torch.unique(rows, dim=0)
+    return rows[torch.randperm(rows.shape[0], generator=g)]
+
+
+@pytest.mark.parametrize("shape,batch,geo", [
+    ([1000], 2, ([5], [4], [2], [2])),
+    ([90, 70], 3, ([3, 4], [2, 2], [1, 1], [3, 1])),
+    ([90, 70], 2, ([2, 3], [5, 6], [1, 2], [2, 4])),   # s/gcd > k: most coordinates have no slot
+    ([9, 11, 13, 7], 2, ([3, 2, 3, 3], [2, 2, 3, 1], [1, 0, 2, 1], [1, 1, 2, 2])),
+    ([9, 11, 13, 7], 1, ([2, 3, 2, 3], [1, 1, 1, 1], [0, 1, 1, 2], [1, 2, 1, 2])),
+], ids=["1d-k5s4d2", "2d-k34s22d31", "2d-k23s56d24", "4d-mixed", "4d-stride1"])
+def test_dims(ops_bin, tmp_path, shape, batch, geo):
+    """1, 2 and 4 spatial axes (the kernel alone: the lookup kernel is 3d only)."""
+    ind = _random_rows(shape, batch, 700, len(shape)).int().contiguous()
+    keys, _ = ao.conv_out_keys(ops_bin, ind, shape, batch, *geo, tmp_path, ao.sim_env(aic=3))
+    assert torch.equal(keys, reference_candidates(ind, shape, *geo))
+    _check_pairs(keys, ind, shape, geo)
+
+
+def test_stride1_is_k_major(ops_bin, scenes, tmp_path):
+    """At stride 1 slot j is kernel offset j: the layout is the k-major one exactly."""
+    ind, shape, batch = scenes["random_b2"]
+    geo = ([3, 2, 3], [1, 1, 1], [1, 0, 2], [1, 1, 2])
+    keys, _ = ao.conv_out_keys(ops_bin, ind, shape, batch, *geo, tmp_path, ao.sim_env(aic=1))
+    assert torch.equal(keys, reference_k_major(ind, shape, *geo))
+
+
 def test_float_quotient_correction(ops_bin, scenes, tmp_path):
     """float(41) * float(1/41) and float(47) * float(1/47) round below 1: the floor of the float
     quotient of an exact multiple is one too small and the kernel's integer correction must fix it
@@ -97,7 +182,8 @@ def _sparse_big(seed, shape, batch, n=300):
     # keys up to ~2^60; stride 3 on coordinates up to 1.6e7, where float(c) * float(1/3) rounds up to
     # the next integer for some c (quotient estimate one too large)
     ([16000000, 4000000, 30000], 3, ([3, 2, 3], [3, 2, 1], [1, 0, 1], [1, 1, 2]), 1),
-], ids=["2^41", "2^32", "2^60"])
+    ([900, 90000, 90000], 3, ([5, 3, 4], [4, 3, 2], [2, 1, 1], [2, 3, 1]), 1),   # keys ~2^41, gcd(s, d) > 1
+], ids=["2^41", "2^32", "2^60", "2^41-gcd"])
 def test_int64_keys(ops_bin, tmp_path, shape, batch, geo, wide):
     ind = _sparse_big(len(shape) + batch, shape, batch)
     cinfo, _ = check_pipeline(ops_bin, ind, shape, batch, geo, tmp_path, ao.sim_env(aic=1))  # 2 AIV: tiles > 256 rows
@@ -108,7 +194,8 @@ def test_small_and_empty(ops_bin, tmp_path):
     env = ao.sim_env(soc="Ascend910B2")
     ind = torch.tensor([[0, 1, 1, 1], [0, 1, 1, 2], [1, 3, 3, 3]], dtype=torch.int32)
     cinfo, uinfo = check_pipeline(ops_bin, ind, [4, 4, 4], 2, GEO_S2, tmp_path / "s", env)
-    assert cinfo["used_aiv"] == 1 and uinfo["used_aiv"] == 2  # 81 keys: two 64-key tiles
+    # k3 s2: 2 slots per axis, 3 rows x 8 slots = 24 keys (not 3 x 27): one 64-key tile
+    assert cinfo["keys"].shape == (24,) and cinfo["used_aiv"] == 1 and uinfo["used_aiv"] == 1
     empty = torch.zeros(0, 4, dtype=torch.int32)
     go, gn, _ = ao.conv_map(ops_bin, empty, [4, 4, 4], 1, *GEO_S2, tmp_path / "e", env)
     assert go.shape == (0, 4) and gn.shape == (0, 27)

@@ -60,19 +60,32 @@ def out_extent(n, k, s, p, d):
 
 
 def conv_out_keys_reference(ind, shape, batch, ks, st, pd, dl):
-    """[K, N] output keys of the rule o = (i + p - kpos * d) / s, exact and inside the output grid."""
+    """[J, N] output keys, slot-major, by brute force: along axis d the kernel positions kpos < k with
+    i + p - kpos * d a multiple of s, ascending, are the axis' slots 0, 1, ...; J_d = the most any
+    coordinate has; slot j = the row-major multi-index of the axis slots; the key of
+    o = (i + p - kpos * d) / s where every axis' slot exists and o is inside the output grid."""
     out_shape = [out_extent(*a) for a in zip(shape, ks, st, pd, dl)]
     idx = ind.to(torch.int64)
+    per_axis = []  # per axis: per row, the output coordinates of its lattice positions, ascending
+    for d in range(len(shape)):
+        per_axis.append([[(i + pd[d] - kp * dl[d]) // st[d] for kp in range(ks[d]) if (i + pd[d] - kp * dl[d]) % st[d] == 0]
+                         for i in idx[:, 1 + d].tolist()])
+    counts = [max(len(hits) for u in range(st[d])
+                  for hits in [[kp for kp in range(ks[d]) if (u - kp * dl[d]) % st[d] == 0]])
+              for d in range(len(shape))]
     rows = []
-    for kpos in itertools.product(*[range(k) for k in ks]):
-        key = idx[:, 0].clone()
-        ok = torch.ones(idx.shape[0], dtype=torch.bool)
-        for d in range(len(shape)):
-            num = idx[:, 1 + d] + pd[d] - kpos[d] * dl[d]
-            o = torch.div(num, st[d], rounding_mode="floor")
-            ok &= (num >= 0) & (num % st[d] == 0) & (o < out_shape[d])
-            key = key * out_shape[d] + o
-        rows.append(torch.where(ok, key, torch.full_like(key, INT64_MAX)))
+    for js in itertools.product(*[range(c) for c in counts]):
+        keys = []
+        for n, b in enumerate(idx[:, 0].tolist()):
+            key = b
+            for d, j in enumerate(js):
+                hits = per_axis[d][n]
+                if j >= len(hits) or not 0 <= hits[j] < out_shape[d]:
+                    key = INT64_MAX
+                    break
+                key = key * out_shape[d] + hits[j]
+            keys.append(key)
+        rows.append(torch.tensor(keys, dtype=torch.int64))
     return torch.stack(rows), out_shape
 
 
@@ -171,12 +184,13 @@ def test_sorted_key_lookup_limits(prims):
 # ------------------------------------------------------------------------------------------------
 # _conv_out_keys (ConvOutKeys) and _unique_sorted_keys (UniqueSortedKeys)
 
+# the last: gcd(stride, dilation) > 1 (k5 s4 d2, k3 s3 d3) next to k4 s2 d1
 GEOMETRIES = [([3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1]), ([2, 2, 2], [2, 2, 2], [0, 0, 0], [1, 1, 1]),
-              ([3, 1, 3], [1, 2, 3], [1, 0, 2], [2, 1, 1])]
+              ([3, 1, 3], [1, 2, 3], [1, 0, 2], [2, 1, 1]), ([5, 3, 4], [4, 3, 2], [2, 1, 1], [2, 3, 1])]
 
 
 @pytest.mark.parametrize("scene", ["kitti_crop", "random_b2"])
-@pytest.mark.parametrize("geo", GEOMETRIES, ids=["k3s2p1", "k2s2", "mixed-dil"])
+@pytest.mark.parametrize("geo", GEOMETRIES, ids=["k3s2p1", "k2s2", "mixed-dil", "gcd"])
 def test_conv_out_keys_equals_the_rule(prims, scenes, scene, geo):
     ind, shape, batch = scenes[scene]
     ks, st, pd, dl = geo

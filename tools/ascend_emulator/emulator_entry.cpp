@@ -184,8 +184,9 @@ int mxs_emu_sorted_key_lookup(const int64_t* qkeys, int64_t m, const int64_t* ck
     });
 }
 
-// keys int64 [kvol * n], k-major: the output-grid key of the voxel input row n reaches through
-// offset k, INT64_MAX if none (aclnnConvOutKeys). indices int32 [n, 1 + ndim].
+// keys int64 [J * n], slot-major: the output-grid key of the voxel input row n reaches through the
+// kernel offset of slot j, INT64_MAX if none (aclnnConvOutKeys; J = prod of conv_rules.h
+// conv_out_slots, the kernel volume at stride 1). indices int32 [n, 1 + ndim].
 int mxs_emu_conv_out_keys(const int32_t* indices, int64_t n, int32_t ndim, const int64_t* spatial, int64_t batchSize,
                           const int64_t* kernel, const int64_t* stride, const int64_t* padding,
                           const int64_t* dilation, int64_t* keys) {
@@ -193,7 +194,7 @@ int mxs_emu_conv_out_keys(const int32_t* indices, int64_t n, int32_t ndim, const
         if (ndim < 1 || ndim > kCokMaxDims)
             throw std::invalid_argument("spatial_shape: the Ascend strided-conv map supports 1 to " +
                                         std::to_string(kCokMaxDims) + " spatial axes, got " + std::to_string(ndim));
-        mxs_ascend::CheckConvOutKeysLimits(n, ndim, spatial, batchSize, kernel, padding, dilation);
+        mxs_ascend::CheckConvOutKeysLimits(n, ndim, spatial, batchSize, kernel, stride, padding, dilation);
         if (n == 0) return;
         mxs_ascend::ConvOutKeysShape s;
         s.numVoxels = n;
@@ -209,7 +210,7 @@ int mxs_emu_conv_out_keys(const int32_t* indices, int64_t n, int32_t ndim, const
         ConvOutKeysTilingData t;
         CheckTiling("ConvOutKeys", mxs_ascend::ConvOutKeysTiling(s, Platform(), t));
         if (t.usedAiv == 0) throw Failure("ConvOutKeys host tiling chose no cores");
-        const size_t outBytes = (size_t)n * t.kvol * 8;
+        const size_t outBytes = (size_t)n * t.slotVol * 8;
         Gm gIdx(indices, (size_t)n * (ndim + 1) * 4), gKeys(outBytes), ws(32);
         auto gT = TilingGm(t);
         Run(CONV_OUT_KEYS, KernelMode::AIV_MODE, 0,

@@ -59,17 +59,18 @@ at::Tensor sorted_key_lookup(const at::Tensor& query_keys, const at::Tensor& sor
   return out;
 }
 
-// Output-grid key of every (offset k, input n) pair, k-major, INT64_MAX if none (AscendC ConvOutKeys).
+// Output-grid key of every (slot j, input n) pair, slot-major [J * N], INT64_MAX if none (AscendC
+// ConvOutKeys; J = prod of conv_rules.h conv_out_slots, the kernel volume at stride 1).
 at::Tensor conv_out_keys(const at::Tensor& indices, c10::IntArrayRef spatial_shape, int64_t batch_size,
                          c10::IntArrayRef kernel_size, c10::IntArrayRef stride, c10::IntArrayRef padding,
                          c10::IntArrayRef dilation) {
   check_limits([&] {
     mxs_ascend::CheckConvOutKeysLimits(indices.size(0), static_cast<int32_t>(spatial_shape.size()), spatial_shape.data(),
-                                       batch_size, kernel_size.data(), padding.data(), dilation.data());
+                                       batch_size, kernel_size.data(), stride.data(), padding.data(), dilation.data());
   });
-  int64_t kvol = 1;
-  for (auto k : kernel_size) kvol *= k;
-  at::Tensor keys = at::empty({kvol * indices.size(0)}, indices.options().dtype(at::kLong));
+  const int64_t slots = mxs_ascend::ConvOutKeysSlotVolume(static_cast<int32_t>(kernel_size.size()), kernel_size.data(),
+                                                          stride.data(), dilation.data());
+  at::Tensor keys = at::empty({slots * indices.size(0)}, indices.options().dtype(at::kLong));
   if (keys.numel() == 0) return keys;
   const at::Tensor idx = indices.contiguous();
   EXEC_NPU_CMD(aclnnConvOutKeys, idx, spatial_shape, batch_size, kernel_size, stride, padding, dilation, keys);

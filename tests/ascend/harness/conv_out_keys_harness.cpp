@@ -1,6 +1,6 @@
 // Emulator harness of the strided-conv output-key kernels.
 //   ops_cli conv_out_keys DIR   DIR/params.txt = "N batch ndim spatial... kernel... stride... padding... dilation...",
-//                               DIR/indices.bin (int32 [N, 1 + ndim]); writes DIR/keys.bin (int64 [K, N])
+//                               DIR/indices.bin (int32 [N, 1 + ndim]); writes DIR/keys.bin (int64 [J, N], slot-major)
 //   ops_cli unique_keys   DIR   DIR/params.txt = "C", DIR/keys.bin (C sorted int64); writes DIR/ukeys.bin
 //                               (the M unique keys) and reports M as "count"
 // Both print the tiling as one JSON line. Core counts come from the emulated platform.
@@ -62,7 +62,7 @@ int run_conv_out_keys(const std::string& dir) {
     const int st = mxs_ascend::ConvOutKeysTiling(s, simPlatform(), t);
     if (st != 0) { fprintf(stderr, "tiling failed %d\n", st); return 3; }
     uint8_t* gIdx = gmFromFile(dir + "/indices.bin", (size_t)n * (s.ndim + 1) * 4);
-    const size_t outBytes = (size_t)n * t.kvol * 8;
+    const size_t outBytes = (size_t)n * t.slotVol * 8;
     uint8_t* gKeys = (uint8_t*)AscendC::GmAlloc(outBytes > 32 ? outBytes : 32);
     uint8_t* ws = (uint8_t*)AscendC::GmAlloc(32);
     if (t.usedAiv > 0) {

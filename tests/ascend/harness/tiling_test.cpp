@@ -63,18 +63,26 @@ static void checkKeyKernels(const AscendPlatform (&plats)[4], const int64_t (&ro
                 for (const auto& k : kernels) {
                     ConvOutKeysShape s;
                     s.numVoxels = N; s.batchSize = g[3];
-                    int64_t kvol = 1;
+                    // stride 2 (dilation 1): ceil(k / 2) slots per axis; stride 1: k slots
+                    const int64_t stride = N % 2 == 0 ? 2 : 1;
+                    int64_t slotVol = 1, slotSum = 0;
                     for (int d = 0; d < 3; ++d) {
-                        s.spatial[d] = g[d]; s.kernel[d] = k[d]; s.stride[d] = 2; s.padding[d] = k[d] / 2;
-                        kvol *= k[d];
+                        s.spatial[d] = g[d]; s.kernel[d] = k[d]; s.stride[d] = stride; s.padding[d] = k[d] / 2;
+                        const int64_t j = (k[d] + stride - 1) / stride;
+                        slotVol *= j;
+                        slotSum += j;
                     }
                     ConvOutKeysTilingData t;
                     const int32_t st = ConvOutKeysTiling(s, p, t);
-                    if (N * kvol >= (1ll << 31) - 1) { REQUIRE(st == TILING_BAD_SHAPE, "cok pairs"); continue; }
-                    REQUIRE(st == TILING_OK, "cok N %lld K %lld grid %lld", (long long)N, (long long)kvol, (long long)g[0]);
+                    if (N * slotVol >= (1ll << 31) - 1) { REQUIRE(st == TILING_BAD_SHAPE, "cok pairs"); continue; }
+                    REQUIRE(st == TILING_OK, "cok N %lld J %lld grid %lld", (long long)N, (long long)slotVol, (long long)g[0]);
+                    REQUIRE(t.slotVol == slotVol && t.slotSum == slotSum, "cok slots");
+                    for (int d = 0; d < 3; ++d)
+                        REQUIRE(t.slots[d] * t.latticeStep[d] >= k[d] && (t.slots[d] - 1) * t.latticeStep[d] < k[d] &&
+                                t.latticeStep[d] == stride && t.outStep[d] == 1 && t.classes[d] == 0, "cok axis slots");
                     REQUIRE(t.ubBytes == ConvOutKeysUbBytes(t, t.tileRows, t.kGroup) && t.ubBytes <= (int64_t)p.ubSize, "cok ub");
                     g_maxUbKeys[0] = std::max<int64_t>(g_maxUbKeys[0], t.ubBytes);
-                    REQUIRE(t.tileRows % 64 == 0 && t.tileRows <= kCokMaxTile && t.kGroup >= 1 && t.kGroup <= std::min(t.kvol, kCokMaxGroup), "cok T/G");
+                    REQUIRE(t.tileRows % 64 == 0 && t.tileRows <= kCokMaxTile && t.kGroup >= 1 && t.kGroup <= std::min(t.slotVol, kCokMaxGroup), "cok T/G");
                     REQUIRE(t.numTiles == (N + t.tileRows - 1) / t.tileRows && t.usedAiv <= (int32_t)p.aivNum, "cok tiles");
                     REQUIRE(N == 0 ? t.usedAiv == 0 : t.usedAiv >= 1, "cok used");
                     if (t.usedAiv > 0) checkCoverage(t.numTiles, t.usedAiv);
@@ -111,6 +119,20 @@ static void checkKeyKernels(const AscendPlatform (&plats)[4], const int64_t (&ro
     REQUIRE(ConvOutKeysTiling(bad, plats[0], t) == TILING_BAD_SHAPE, "cok 2^24");
     bad.spatial[0] = 1ll << 20; bad.spatial[1] = 1ll << 20; bad.spatial[2] = 1ll << 20; bad.batchSize = 1ll << 4;
     REQUIRE(ConvOutKeysTiling(bad, plats[0], t) == TILING_BAD_SHAPE, "cok key volume >= INT64_MAX");
+    // slot constants with gcd(s, dil) > 1, hand-computed: per axis (k, s, dil) -> (J, step, dil/g, classes,
+    // dil mod s, dil div s)
+    ConvOutKeysShape g;
+    g.numVoxels = 10;
+    const int64_t geo[3][3] = {{5, 4, 2}, {3, 3, 3}, {4, 2, 1}};
+    const int32_t want[3][6] = {{3, 2, 1, 2, 2, 0}, {3, 1, 1, 1, 0, 1}, {2, 2, 1, 0, 1, 0}};
+    for (int d = 0; d < 3; ++d) {
+        g.spatial[d] = 40; g.kernel[d] = geo[d][0]; g.stride[d] = geo[d][1]; g.dilation[d] = geo[d][2];
+    }
+    REQUIRE(ConvOutKeysTiling(g, plats[0], t) == TILING_OK && t.slotVol == 18 && t.slotSum == 8, "cok gcd slots");
+    for (int d = 0; d < 3; ++d)
+        REQUIRE(t.slots[d] == want[d][0] && t.latticeStep[d] == want[d][1] && t.outStep[d] == want[d][2] &&
+                t.classes[d] == want[d][3] && t.dilModStride[d] == want[d][4] && t.dilDivStride[d] == want[d][5],
+                "cok gcd axis %d", d);
 }
 
 int main() {

@@ -1,6 +1,7 @@
 // CANN glue of ConvOutKeys (NOT compiled here; see gather_mm_cann.cpp): OpDef, tiling registration,
 // InferShape. Input indices int32 [N, 1 + ndim]; attrs spatial_shape, batch_size, kernel_size,
-// stride, padding, dilation; output keys int64 [K * N] (k-major, INT64_MAX where no output).
+// stride, padding, dilation; output keys int64 [J * N] (slot-major, INT64_MAX where no output; J =
+// ConvOutKeysSlotVolume, the kernel volume at stride 1).
 // aclnnConvOutKeysGetWorkspaceSize(indices, spatial_shape, batch_size, kernel_size, stride, padding,
 // dilation, keys, ...) / aclnnConvOutKeys, called by kernels/ascend/binding/mx_sparse_npu.cpp.
 #include <cstring>
@@ -45,12 +46,21 @@ static ge::graphStatus ConvOutKeysTilingFunc(gert::TilingContext* context) {
 
 namespace ge {
 static graphStatus ConvOutKeysInferShape(gert::InferShapeContext* context) {
-    const auto* kernel = context->GetAttrs()->GetAttrPointer<gert::ContinuousVector>(2);
-    int64_t kvol = 1;
-    for (size_t d = 0; d < kernel->GetSize(); ++d) kvol *= static_cast<const int64_t*>(kernel->GetData())[d];
+    const auto* attrs = context->GetAttrs();
+    const auto* kernel = attrs->GetAttrPointer<gert::ContinuousVector>(2);
+    const auto* stride = attrs->GetAttrPointer<gert::ContinuousVector>(3);
+    const auto* dilation = attrs->GetAttrPointer<gert::ContinuousVector>(5);
+    const size_t nd = kernel->GetSize();
+    if (nd < 1 || nd > (size_t)kCokMaxDims || stride->GetSize() != nd || dilation->GetSize() != nd)
+        return GRAPH_FAILED;
+    const auto* k = static_cast<const int64_t*>(kernel->GetData());
+    const auto* s = static_cast<const int64_t*>(stride->GetData());
+    const auto* dl = static_cast<const int64_t*>(dilation->GetData());
+    for (size_t d = 0; d < nd; ++d)
+        if (s[d] < 1 || dl[d] < 1) return GRAPH_FAILED;
     gert::Shape* out = context->GetOutputShape(0);
     out->SetDimNum(1);
-    out->SetDim(0, context->GetInputShape(0)->GetDim(0) * kvol);
+    out->SetDim(0, context->GetInputShape(0)->GetDim(0) * mxs_ascend::ConvOutKeysSlotVolume((int32_t)nd, k, s, dl));
     return GRAPH_SUCCESS;
 }
 static graphStatus ConvOutKeysInferDataType(gert::InferDataTypeContext* context) {

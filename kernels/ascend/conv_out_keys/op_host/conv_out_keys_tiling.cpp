@@ -50,6 +50,19 @@ bool KeyConstants(const ConvOutKeysShape& s, ConvOutKeysTilingData& t) {
     return true;
 }
 
+// Per-axis slot constants (see conv_out_keys_tiling_data.h "Slots").
+void SlotConstants(const ConvOutKeysShape& s, int d, ConvOutKeysTilingData& t) {
+    const int64_t g = mxs::gcd_positive(s.stride[d], s.dilation[d]);
+    const int64_t step = s.stride[d] / g;
+    t.slots[d] = (int32_t)mxs::conv_out_slots(s.kernel[d], s.stride[d], s.dilation[d]);
+    t.latticeStep[d] = (int32_t)step;
+    t.outStep[d] = (int32_t)(s.dilation[d] / g);
+    t.classes[d] = s.stride[d] == 1 || s.dilation[d] == 1 ? 0 : (int32_t)Min64(s.kernel[d], step);
+    t.dilModStride[d] = (int32_t)(s.dilation[d] % s.stride[d]);
+    t.dilDivStride[d] = (int32_t)(s.dilation[d] / s.stride[d]);
+    t.slotSum += t.slots[d];
+}
+
 }  // namespace
 
 int64_t ConvOutKeysUbBytes(const ConvOutKeysTilingData& t, int64_t T, int64_t G) {
@@ -57,28 +70,28 @@ int64_t ConvOutKeysUbBytes(const ConvOutKeysTilingData& t, int64_t T, int64_t G)
     return AlignUp(T * cols * 4, 32)          // input rows (16 B per row: not worth a second buffer)
            + 3 * B                             // row-offset and interleave tables
            + cols * B                          // batch + coordinate columns
-           + 8 * B                             // scratch lanes
-           + (1 + t.kernelSum) * V * B         // per-(axis, kernel position) terms, batch term first
-           + t.ndim * V * B                    // running sums along the offset odometer
-           + 2 * B                             // (lo | hi) words of one offset
-           + 2 * G * 2 * B;                    // staged int64 keys of G offsets, double buffered
+           + 10 * B                            // scratch lanes
+           + (1 + t.slotSum) * V * B           // per-(axis, slot) terms, batch term first
+           + t.ndim * V * B                    // running sums along the slot odometer
+           + 2 * B                             // (lo | hi) words of one slot
+           + 2 * G * 2 * B;                    // staged int64 keys of G slots, double buffered
 }
 
 namespace {
 
 // Tile T and staged group G. Every vector instruction covers T lanes and costs the scalar unit
 // the same to issue whatever T is, so T is as large as UB allows (while staging at least
-// min(K, 4) offsets per DMA), then shrunk to split N evenly over whole tiles per core.
+// min(J, 4) slots per DMA), then shrunk to split N evenly over whole tiles per core.
 bool ChooseTile(int64_t n, const AscendPlatform& p, ConvOutKeysTilingData& t) {
     const int64_t budget = (int64_t)p.ubSize - 8192;  // top 8 KiB: library scratch (TMP_UB_OFFSET)
-    const int64_t minGroup = Min64(t.kvol, kCokMinGroup);
+    const int64_t minGroup = Min64(t.slotVol, kCokMinGroup);
     int64_t tMax = kCokMaxTile;
     while (tMax > 64 && ConvOutKeysUbBytes(t, tMax, minGroup) > budget) tMax -= 64;
     if (ConvOutKeysUbBytes(t, tMax, 1) > budget) return false;
     const int64_t tilesPerCore = Max64(1, CeilDiv(n, (int64_t)p.aivNum * tMax));
     const int64_t T = Min64(tMax, Max64(64, AlignUp(CeilDiv(n, (int64_t)p.aivNum * tilesPerCore), 64)));
     t.tileRows = (int32_t)T;
-    t.kGroup = (int32_t)Min64(Min64(t.kvol, kCokMaxGroup), (budget - ConvOutKeysUbBytes(t, T, 0)) / (4 * T * 4));
+    t.kGroup = (int32_t)Min64(Min64(t.slotVol, kCokMaxGroup), (budget - ConvOutKeysUbBytes(t, T, 0)) / (4 * T * 4));
     return t.kGroup >= 1;
 }
 
@@ -90,7 +103,6 @@ int32_t ConvOutKeysTiling(const ConvOutKeysShape& s, const AscendPlatform& p, Co
     if (p.aivNum == 0 || p.ubSize < 64 * 1024) return TILING_BAD_PLATFORM;
     t.numVoxels = s.numVoxels;
     t.ndim = s.ndim;
-    int64_t kvol = 1;
     for (int d = 0; d < s.ndim; ++d) {
         t.kernel[d] = (int32_t)s.kernel[d];
         t.stride[d] = (int32_t)s.stride[d];
@@ -98,12 +110,12 @@ int32_t ConvOutKeysTiling(const ConvOutKeysShape& s, const AscendPlatform& p, Co
         t.dilation[d] = (int32_t)s.dilation[d];
         t.outShape[d] = (int32_t)OutExtent(s, d);
         t.invStride[d] = 1.0f / (float)s.stride[d];
-        t.kernelSum += t.kernel[d];
-        kvol *= s.kernel[d];
+        SlotConstants(s, d, t);
     }
-    // K*N keys are indexed in int32 by the sort/unique steps; the k-major DMA stride (N - T) * 8 is uint32
-    if (kvol * s.numVoxels >= (1ll << 31) - 1 || s.numVoxels >= (1ll << 29)) return TILING_BAD_SHAPE;
-    t.kvol = (int32_t)kvol;
+    // J*N keys are indexed in int32 by the sort/unique steps; the slot-major DMA stride (N - T) * 8 is uint32
+    const int64_t slotVol = ConvOutKeysSlotVolume(s.ndim, s.kernel, s.stride, s.dilation);
+    if (slotVol * s.numVoxels >= (1ll << 31) - 1 || s.numVoxels >= (1ll << 29)) return TILING_BAD_SHAPE;
+    t.slotVol = (int32_t)slotVol;
     if (!KeyConstants(s, t)) return TILING_BAD_SHAPE;
     if (!ChooseTile(s.numVoxels, p, t)) return TILING_BAD_SHAPE;
     t.ubBytes = (int32_t)ConvOutKeysUbBytes(t, t.tileRows, t.kGroup);
