@@ -25,8 +25,10 @@ Each path runs in its own interpreter (the switches are read at import):
 What is left is the host's time: Python orchestration, torch operators (each a kernel launch on a
 device, here run on tiny CPU tensors), autograd. Per path one more step, untimed, counts (with
 bench.host_ops' TorchDispatchMode) the torch operators that launch a kernel, the device-kernel
-launches (Triton / emulator; C++ op calls on the CPU backend) and the host reads. The last line:
-``ratios: cuda=<x> npu=<y>`` (host ms / the CPU backend's step ms).
+launches (Triton / emulator; C++ op calls on the CPU backend) and the host reads. A second table
+says where each path's time goes: as many more steps, timed per phase (the layers' map lookups and
+builds, loss.backward(), the rest). The last line: ``ratios: cuda=<x> npu=<y>`` (host ms / the CPU
+backend's step ms).
 """
 import argparse
 import gc
@@ -237,7 +239,54 @@ def measure(path, voxels, repeats):
             gc.enable()
     removed.replay_from_start()
     return {"path": path, "voxels": int(data["indices"].shape[0]), "host_ms": 1e3 * statistics.median(times),
-            **_counts(path, net, data)}
+            "phases_ms": _phases(net, data, removed, repeats), **_counts(path, net, data)}
+
+
+PHASES = ("maps", "backward", "rest")
+
+
+def _phases(net, data, removed, repeats):
+    """Where a step's host time goes, from ``repeats`` more steps timed the same way with two
+    wrappers in place (a few microseconds a step, so not in the headline figure): the layers' map
+    lookups and builds (SparseConvolution._indice_data, reuse by indice_key included), the
+    backward (loss.backward(): autograd and every backward kernel), and the rest (the forward's
+    gathers and BatchNorms, the loss, zero_grad). Medians per phase, ms."""
+    import torch
+    from mx_sparse.nn.conv import SparseConvolution
+    spent = {"maps": 0.0, "backward": 0.0}
+
+    def timed(phase, fn):
+        def call(*args, **kwargs):
+            start, removed_before = time.thread_time(), removed.seconds
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[phase] += time.thread_time() - start - (removed.seconds - removed_before)
+        return call
+
+    indice_data, backward = SparseConvolution._indice_data, torch.Tensor.backward
+    SparseConvolution._indice_data, torch.Tensor.backward = timed("maps", indice_data), timed("backward", backward)
+    samples = {phase: [] for phase in PHASES}
+    try:
+        for _ in range(repeats):
+            gc.collect()
+            gc.disable()
+            try:
+                spent.update(maps=0.0, backward=0.0)
+                removed.seconds = 0.0
+                removed.replay_from_start()
+                start = time.thread_time()
+                _one_step(net, data)
+                total = time.thread_time() - start - removed.seconds
+            finally:
+                gc.enable()
+            for phase in ("maps", "backward"):
+                samples[phase].append(spent[phase])
+            samples["rest"].append(total - spent["maps"] - spent["backward"])
+    finally:
+        SparseConvolution._indice_data, torch.Tensor.backward = indice_data, backward
+    removed.replay_from_start()
+    return {phase: 1e3 * statistics.median(values) for phase, values in samples.items()}
 
 
 def run_path(path, voxels, repeats):
@@ -269,6 +318,14 @@ def report(results, repeats):
         ratio = f"{r['host_ms'] / base['host_ms']:.2f}" if base else "-"
         lines.append(f"| {names[path]} | {r['host_ms']:.2f} | {ratio} | {r['triton_launches']} | "
                      f"{r['emulator_launches']} | {r['torch_ops']} | {r['host_reads']} |")
+    if all("phases_ms" in results[path] for path in results):
+        lines += ["", "where it goes (ms per step, medians of as many more steps, timed per phase): map lookups and "
+                      "builds, loss.backward(), the rest (forward gathers and BatchNorms, loss, zero_grad)",
+                  "| path | maps | backward | rest |", "| --- | --- | --- | --- |"]
+        for path in PATHS:
+            if path in results:
+                phases = results[path]["phases_ms"]
+                lines.append(f"| {path} | " + " | ".join(f"{phases[phase]:.2f}" for phase in PHASES) + " |")
     if base:
         lines.append("ratios: " + " ".join(f"{p}={results[p]['host_ms'] / base['host_ms']:.2f}"
                                           for p in PATHS if p in results and p != "cpu"))

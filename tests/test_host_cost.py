@@ -34,6 +34,14 @@ def test_report_fields_and_ratios():
     assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
     # without the CPU backend there is nothing to divide by
     assert "ratios" not in host_cost.report({"cuda": results["cuda"]}, 7)
+    # where the time goes, per path, when every path timed its phases
+    for path, phases in (("cpu", (0.5, 2.0, 1.5)), ("cuda", (4.0, 3.0, 3.0)), ("npu", (1.0, 1.25, 0.75))):
+        results[path]["phases_ms"] = dict(zip(host_cost.PHASES, phases))
+    lines = host_cost.report(results, 7).splitlines()
+    at = lines.index("| path | maps | backward | rest |")
+    assert lines[at + 2:at + 5] == ["| cpu | 0.50 | 2.00 | 1.50 |", "| cuda | 4.00 | 3.00 | 3.00 |",
+                                    "| npu | 1.00 | 1.25 | 0.75 |"]
+    assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
 
 
 def test_npu_map_launches_replay_their_recording(monkeypatch):
@@ -108,6 +116,11 @@ def test_runs_the_cpu_path_in_its_own_interpreter(capsys):
     assert out[0].startswith("scene: 30 voxels") and cpu["name"].startswith("C++ CPU backend")
     assert float(cpu["ms"]) > 0 and cpu["ratio"] == "1.00" and int(cpu["ops"]) > 0
     assert int(cpu["triton"]) == int(cpu["emu"]) == int(cpu["reads"]) == 0
+    phases = out[out.index("| path | maps | backward | rest |") + 2]
+    maps, backward, rest = map(float, phases.split("|")[2:5])
+    # every phase took time; the phases of one step add up to it (their medians: to about one step)
+    assert phases.startswith("| cpu |") and min(maps, backward, rest) > 0
+    assert maps + backward + rest < 3 * float(cpu["ms"])
     assert out[-1] == "ratios: "
 
 
