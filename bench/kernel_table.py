@@ -10,15 +10,15 @@ CATEGORIES = ("GEMM", "BatchNorm", "maps+sort", "copies", "other")
 
 # Substrings of kernel names, checked in this order (the first match decides): mx_sparse's own
 # Triton kernels by name (gather_kernels.py, batch_norm_kernels.py, map_kernels.py,
-# plan_kernels.py), then torch's and CUB's kernels by what their names say.
+# plan_kernels.py: tests/test_gpu_profile.py checks every kernel they define is named here), then
+# torch's and CUB's kernels by what their names say.
 _RULES = (
-    ("GEMM", ("gather_mm_kernel", "filter_splits_kernel", "sum_splits_kernel", "gemm", "sgemm", "hgemm",
+    ("GEMM", ("gather_mm_kernel", "filter_splits_kernel", "gemm", "sgemm", "hgemm",
               "cutlass", "xmma", "implicit_gemm", "conv_fwd", "conv_bwd", "wgrad", "dgrad")),
-    ("BatchNorm", ("mean_kernel", "row_sums_kernel", "squared_deviations_kernel", "backward_sums_kernel",
-                   "coefficients_kernel", "scale_shift_relu_kernel", "backward_dx_kernel", "batch_norm",
-                   "batchnorm", "welford", "bn_")),
+    ("BatchNorm", ("moments_kernel", "normalize_relu_kernel", "scale_shift_relu_kernel", "backward_sums_kernel",
+                   "backward_dx_kernel", "batch_norm", "batchnorm", "welford", "bn_")),
     ("maps+sort", ("conv_out_keys_kernel", "sorted_key_lookup_kernel", "unique_runs_kernel",
-                   "first_of_runs_kernel", "compact_runs_kernel", "row_mask_kernel", "tile_plan_kernel", "tile_lists_kernel", "sort",
+                   "row_mask_kernel", "tile_plan_kernel", "tile_lists_kernel", "sort",
                    "radix", "scan", "unique", "hash", "cub::", "indice", "pair")),
     ("copies", ("memcpy", "memset", "copy", "fill", "cat", "index_select", "gather", "scatter")),
 )
