@@ -44,16 +44,16 @@ def _lattice_start(coord, pad, stride, dil, step, inverse, g):
 
 
 @triton.jit
-def _slot(ok, j_rest, k_at, first, o_first, exists, slots, kernel, step, dq, shape_out):
+def _slot(ok, j_rest, first, o_first, exists, slots, kernel, step, dq, shape_out):
     """One spatial axis at one slot: the slot's index along the axis from the slot's remaining index
     (innermost axis first), its kernel position first + j*step and output o_first - j*dil/gcd,
-    whether that position is a kernel position with an output; returns (o, ok, the offset index
-    of the kernel positions so far, the slot index left for the outer axes)."""
+    whether that position is a kernel position with an output; returns (o, ok, the kernel
+    position, the slot index left for the outer axes)."""
     j = j_rest % slots
     kp = first + j * step
     o = o_first - j * dq
     ok = ok & exists & (kp < kernel) & (o >= 0) & (o < shape_out)
-    return o, ok, k_at * kernel + kp, j_rest // slots
+    return o, ok, kp, j_rest // slots
 
 
 @triton.jit(do_not_specialize=_SCALARS)
@@ -90,8 +90,8 @@ def conv_out_keys_kernel(indices, out, key, n, slots, cells, bits,
     mask_bits = tl.full((BLOCK,), 0, kind)
     zero = tl.program_id(0).to(tl.int64) * 0     # an int64 scalar: the slot index below is one in any mode
     for j in range(0, slots):
-        # axes innermost first (the slot index runs row-major, last axis fastest); the offset
-        # index is built outermost first, so the axes' results are combined after the walk
+        # axes innermost first (the slot index runs row-major, last axis fastest); the key and the
+        # offset index (row-major over the kernel positions) are put together outermost first after
         rest = zero + j
         ok = inside
         a1 = zero
@@ -101,12 +101,12 @@ def conv_out_keys_kernel(indices, out, key, n, slots, cells, bits,
         k2p = zero
         k3p = zero
         if NDIM > 3:
-            a3, ok, k3p, rest = _slot(ok, rest, zero, f3, q3, e3, j3, k3, t3, d3 // g3, o3)
+            a3, ok, k3p, rest = _slot(ok, rest, f3, q3, e3, j3, k3, t3, d3 // g3, o3)
         if NDIM > 2:
-            a2, ok, k2p, rest = _slot(ok, rest, zero, f2, q2, e2, j2, k2, t2, d2 // g2, o2)
+            a2, ok, k2p, rest = _slot(ok, rest, f2, q2, e2, j2, k2, t2, d2 // g2, o2)
         if NDIM > 1:
-            a1, ok, k1p, rest = _slot(ok, rest, zero, f1, q1, e1, j1, k1, t1, d1 // g1, o1)
-        a0, ok, k0p, rest = _slot(ok, rest, zero, f0, q0, e0, j0, k0, t0, d0 // g0, o0)
+            a1, ok, k1p, rest = _slot(ok, rest, f1, q1, e1, j1, k1, t1, d1 // g1, o1)
+        a0, ok, k0p, rest = _slot(ok, rest, f0, q0, e0, j0, k0, t0, d0 // g0, o0)
         at = a0
         k = k0p
         if NDIM > 1:
