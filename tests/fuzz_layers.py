@@ -84,6 +84,8 @@ def layer_contract(kind, a):
     require(a["features"].shape[1] == a["in_channels"], "features", "in_channels")
     shape, batch = a["spatial_shape"], a["batch_size"]
     require(batch * math.prod(shape) <= 2 ** 63 - 1, "spatial_shape", "batch_size")
+    if kind == "subm":
+        require_accelerator_keys(a, [s + 2 * (k // 2) * d for s, k, d in zip(shape, a["kernel_size"], a["dilation"])])
     rows = [tuple(r) for r in a["indices"].tolist()]
     require(all(0 <= r[0] < batch and all(0 <= c < s for c, s in zip(r[1:], shape)) for r in rows), "indices")
     require(len(set(rows)) == len(rows), "indices")
@@ -93,8 +95,24 @@ def layer_contract(kind, a):
         names = ("spatial_shape", "kernel_size", "stride", "padding", "dilation")
         require(all(1 <= o <= INT32_MAX for o in out), *names)
         require(batch * math.prod(out) <= 2 ** 63 - 1, *names, "batch_size")
+        # input i keyed at i + p on the grid padded above to the farthest cell a window reaches
+        require_accelerator_keys(a, [s + p + max(0, (o - 1) * t - p + (k - 1) * d - (s - 1)) for s, k, t, p, d, o in
+                                     zip(shape, a["kernel_size"], a["stride"], a["padding"], a["dilation"], out)])
+        if fuzz_specs.NPU_LIMITS and a["indices"].shape[0] > 0:   # the NPU's output-key kernel (as build_conv_map's spec)
+            require(batch <= fuzz_specs.NPU_MAX_COORD, "batch_size")
+            require(all(s + p < fuzz_specs.NPU_MAX_COORD and (k - 1) * d < fuzz_specs.NPU_MAX_COORD
+                        for s, p, k, d in zip(shape, a["padding"], a["kernel_size"], a["dilation"])), "spatial_shape")
     # MXS_NPU_ON_CPU=1: the NPU's gather kernels have no float64 path (refused by the primitive)
     require(not (fuzz_specs.NPU_LIMITS and a["features"].dtype == torch.float64), "features")
+
+
+def require_accelerator_keys(a, padded):
+    """MXS_CUDA_ON_CPU=1 / MXS_NPU_ON_CPU=1: the accelerators' map builders pack voxel keys on the
+    grid padded by the kernel's reach, so its cells times the batch must stay within int64 (a
+    ValueError naming spatial_shape and batch_size, raised before the index values are read; no
+    check without voxels). The C++ CPU builders have no such grid."""
+    if fuzz_specs.ACCELERATOR_PATH and a["indices"].shape[0] > 0:
+        require(a["batch_size"] * math.prod(padded) <= 2 ** 63 - 1, "spatial_shape", "batch_size")
 
 
 def run_layers(kind, a):

@@ -548,7 +548,11 @@ def check_gather(features, nbr, nbr_t, groups, other, other_name):
         v.check(other.shape[0] == nbr.shape[0], "grad", "nbr")
         v.check(features.shape[1] % groups == 0 and other.shape[1] % groups == 0, "groups", "features", "grad")
     v.settle()
-    # the NPU's kernels have no float64 path: refused by the primitive, after the op's own checks
+
+
+def check_npu_dtype(features):
+    """The NPU's kernels have no float64 path: refused by the primitive, after all of the op's own
+    checks (its activation's included: an input that also breaks one of those names it)."""
     require(not (NPU_LIMITS and features.dtype == torch.float64), "features")
 
 
@@ -619,13 +623,16 @@ def ref_gather_mm(features, weight, nbr, nbr_t, groups, symmetric, source=None, 
                   source_shift=None):
     check_gather(features, nbr, nbr_t, groups, weight, "weight")
     check_activation(features, source, "source", source_scale, "source_scale", source_shift, "source_shift")
+    check_npu_dtype(features)
     x, w = features.double(), weight.double()
     return _either(lambda a, b, g, z: _gather_sum(a, b, nbr, g, z), x, w, groups, features.dtype)
 
 
 def ref_gather_mm_backprop_filter(features, grad, nbr, nbr_t, groups, symmetric, scale=None, shift=None):
     check_gather(features, nbr, nbr_t, groups, grad, "grad")
-    if check_activation(features, features, "features", scale, "scale", shift, "shift"):
+    activated = check_activation(features, features, "features", scale, "scale", shift, "shift")
+    check_npu_dtype(features)
+    if activated:
         features = _activated(features, scale, shift)
     x, dy = features.double(), grad.double()
     return _either(lambda a, b, g, z: _filter_sum(a, b, nbr, g, z), x, dy, groups, features.dtype)
