@@ -56,16 +56,18 @@ Values conv_output_extent(const Values& shape, const Values& kernel, const Value
   return out;
 }
 
-// _conv_out_keys' slots per axis (conv_out_slots) of checked arguments (strides and dilations >= 1).
-Values conv_out_slots_per_axis(const Values& kernel, const Values& stride, const Values& dilation) {
+// _conv_out_keys' lattice per axis of checked arguments (strides and dilations >= 1): [slots
+// (conv_out_slots), step (conv_lattice_step), gcd(stride, dilation)] for each axis.
+std::vector<Values> conv_lattice_per_axis(const Values& kernel, const Values& stride, const Values& dilation) {
   TORCH_CHECK_VALUE(stride.size() == kernel.size() && dilation.size() == kernel.size(),
                     "kernel_size, stride, dilation: expected one value per axis each, got ", list_str(kernel), ", ",
                     list_str(stride), ", ", list_str(dilation));
-  Values out(kernel.size());
+  std::vector<Values> out(kernel.size());
   for (size_t d = 0; d < kernel.size(); ++d) {
     TORCH_CHECK_VALUE(stride[d] >= 1 && dilation[d] >= 1, "stride, dilation: expected every value >= 1, got ",
                       list_str(stride), ", ", list_str(dilation));
-    out[d] = conv_out_slots(kernel[d], stride[d], dilation[d]);
+    out[d] = {conv_out_slots(kernel[d], stride[d], dilation[d]), conv_lattice_step(stride[d], dilation[d]),
+              gcd_positive(stride[d], dilation[d])};
   }
   return out;
 }
@@ -150,7 +152,7 @@ void register_contract_functions(pybind11::module_& module) {
   m.def("conv_output_extent", &conv_output_extent, py::arg("shape"), py::arg("kernel"), py::arg("stride"),
         py::arg("padding"), py::arg("dilation"), py::arg("pads_end") = py::none());
   m.def("conv_transpose_output_extent", &conv_transpose_output_extent);
-  m.def("conv_out_slots", &conv_out_slots_per_axis);
+  m.def("conv_lattice", &conv_lattice_per_axis);
   m.def("indices", [](const at::Tensor& t, int64_t ndim, const std::string& name) {
     check_index_layout(t, static_cast<int>(ndim), name.c_str());
   }, py::arg("t"), py::arg("ndim"), py::arg("name") = "indices");

@@ -7,8 +7,6 @@ arithmetic, a consecutive-difference compaction, and one index + matmul per kern
 None of them reads device data on the host or creates a tensor on another device, so they keep
 the orchestration's host-read count (tests/cuda/test_fake_cuda_trace.py traces them).
 """
-import math
-
 import torch
 
 from . import op_args, voxel_keys
@@ -41,12 +39,8 @@ def lattice(kernel_size, stride, dilation):
     an output (u - kp*d a multiple of s) are one residue class modulo step = s / gcd(s, d), empty
     unless gcd divides u mod s; its least member is ((u mod s) / gcd * inverse) mod step, inverse =
     (d / gcd)^-1 modulo step (0 when step is 1)."""
-    out = []
-    for slots, s, d in zip(op_args.conv_out_slots(kernel_size, stride, dilation), stride, dilation):
-        g = math.gcd(s, d)
-        step = s // g
-        out.append((slots, step, pow(d // g, -1, step) if step > 1 else 0, g))
-    return out
+    return [(slots, step, pow(d // g, -1, step) if step > 1 else 0, g)
+            for (slots, step, g), d in zip(op_args.conv_lattice(kernel_size, stride, dilation), dilation)]
 
 
 def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):

@@ -89,11 +89,17 @@ def conv_map_at_output_shape(shape, kernel, stride, pads_begin, dilation, batch_
 
 
 @_constant_under_compile
+def conv_lattice(kernel, stride, dilation) -> List[List[int]]:
+    """_conv_out_keys' lattice per axis (kernels/common/conv_rules.h): [slots, step, gcd(s, d)], the
+    kernel positions through which one input coordinate reaches an output being one residue class
+    modulo step = s / gcd(s, d), at most slots = ceil(k / step) of them."""
+    return _cc.conv_lattice(list(kernel), list(stride), list(dilation))
+
+
 def conv_out_slots(kernel, stride, dilation) -> List[int]:
-    """_conv_out_keys' slots per axis (kernels/common/conv_rules.h, conv_out_slots): the most kernel
-    positions along an axis through which one input coordinate reaches an output, ceil(k / (s /
-    gcd(s, d))). Their product is the primitive's output rows per input (kernel volume at stride 1)."""
-    return _cc.conv_out_slots(list(kernel), list(stride), list(dilation))
+    """_conv_out_keys' slots per axis (conv_lattice): their product is the primitive's output rows
+    per input (the kernel volume at stride 1)."""
+    return [axis[0] for axis in conv_lattice(kernel, stride, dilation)]
 
 
 @_constant_under_compile

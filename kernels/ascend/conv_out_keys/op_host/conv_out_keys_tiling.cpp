@@ -53,7 +53,7 @@ bool KeyConstants(const ConvOutKeysShape& s, ConvOutKeysTilingData& t) {
 // Per-axis slot constants (see conv_out_keys_tiling_data.h "Slots").
 void SlotConstants(const ConvOutKeysShape& s, int d, ConvOutKeysTilingData& t) {
     const int64_t g = mxs::gcd_positive(s.stride[d], s.dilation[d]);
-    const int64_t step = s.stride[d] / g;
+    const int64_t step = mxs::conv_lattice_step(s.stride[d], s.dilation[d]);
     t.slots[d] = (int32_t)mxs::conv_out_slots(s.kernel[d], s.stride[d], s.dilation[d]);
     t.latticeStep[d] = (int32_t)step;
     t.outStep[d] = (int32_t)(s.dilation[d] / g);
