@@ -44,17 +44,25 @@ def test_report_fields_and_ratios():
     assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
 
 
-def test_npu_map_launches_replay_their_recording(monkeypatch):
-    """The NPU path's map primitives run in the emulator while recording, and copy the recorded
-    outputs back afterwards (hand-computed lookups); a step that launches otherwise than the
-    recording is an error, not a wrong map."""
+@pytest.fixture
+def emulator_work_removed(monkeypatch):
+    """(torch, mx_sparse.runtime.ascend, the _Removed record) with the emulator's launches standing
+    for their device work as in bench.host_cost's NPU path; ascend._call put back after the test."""
     torch = pytest.importorskip("torch")
     from mx_sparse.runtime import ascend
     if not ascend.emulator_available():
         pytest.skip("the AscendC emulator needs the kernel sources and a C++ compiler")
-    monkeypatch.setattr(ascend, "_call", ascend._call)   # put back after the test
+    monkeypatch.setattr(ascend, "_call", ascend._call)
     removed = host_cost._Removed()
     host_cost._remove_emulator_device_work(removed)
+    return torch, ascend, removed
+
+
+def test_npu_map_launches_replay_their_recording(emulator_work_removed):
+    """The NPU path's map primitives run in the emulator while recording, and copy the recorded
+    outputs back afterwards (hand-computed lookups); a step that launches otherwise than the
+    recording is an error, not a wrong map."""
+    torch, ascend, removed = emulator_work_removed
     query, keys, deltas = torch.tensor([10, 20]), torch.tensor([9, 10, 11, 20]), torch.tensor([-1, 0, 1])
     want = torch.tensor([[0, 1, 2], [-1, 3, -1]], dtype=torch.int32)
     sentinel = torch.iinfo(torch.int64).max
@@ -80,17 +88,11 @@ def test_npu_map_launches_replay_their_recording(monkeypatch):
         ascend.unique_sorted_keys(sorted_keys)          # recorded first: the lookup
 
 
-def test_npu_conv_out_keys_recording_is_its_slot_layout(monkeypatch):
+def test_npu_conv_out_keys_recording_is_its_slot_layout(emulator_work_removed):
     """The recorded output of the strided map's key launch is the whole [J * N] slot layout
     (J = 8 slots for k3 s2 with dilation 1, 18 for k(5,3,4) s(4,3,2) d(2,3,1)), and its replay
     gives the keys back."""
-    torch = pytest.importorskip("torch")
-    from mx_sparse.runtime import ascend
-    if not ascend.emulator_available():
-        pytest.skip("the AscendC emulator needs the kernel sources and a C++ compiler")
-    monkeypatch.setattr(ascend, "_call", ascend._call)   # put back after the test
-    removed = host_cost._Removed()
-    host_cost._remove_emulator_device_work(removed)
+    torch, ascend, removed = emulator_work_removed
     ind = torch.tensor([[0, 1, 2, 3], [0, 4, 4, 4], [1, 0, 7, 5]], dtype=torch.int32)
     geometries = [([3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], 8), ([5, 3, 4], [4, 3, 2], [2, 1, 1], [2, 3, 1], 18)]
 
