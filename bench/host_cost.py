@@ -223,23 +223,26 @@ def measure(path, voxels, repeats):
     for _ in range(2):
         _one_step(net, data)
         removed.replay_from_start()
-    times = []
-    for _ in range(repeats):
-        # the interpreter's map kernels allocate millions of objects: a collection they trigger
-        # would land in whatever host code runs next, so none runs inside a timed step (any path)
-        gc.collect()
-        gc.disable()
-        try:
-            removed.seconds = 0.0
-            removed.replay_from_start()
-            start = time.thread_time()
-            _one_step(net, data)
-            times.append(time.thread_time() - start - removed.seconds)
-        finally:
-            gc.enable()
+    times = [_timed_step(net, data, removed) for _ in range(repeats)]
     removed.replay_from_start()
     return {"path": path, "voxels": int(data["indices"].shape[0]), "host_ms": 1e3 * statistics.median(times),
             "phases_ms": _phases(net, data, removed, repeats), **_counts(path, net, data)}
+
+
+def _timed_step(net, data, removed):
+    """The host seconds of one step: its thread's CPU time less the device work removed from it.
+    The interpreter's map kernels allocate millions of objects: a collection they trigger would land
+    in whatever host code runs next, so none runs inside a timed step (any path)."""
+    gc.collect()
+    gc.disable()
+    try:
+        removed.seconds = 0.0
+        removed.replay_from_start()
+        start = time.thread_time()
+        _one_step(net, data)
+        return time.thread_time() - start - removed.seconds
+    finally:
+        gc.enable()
 
 
 PHASES = ("maps", "backward", "rest")
@@ -269,17 +272,8 @@ def _phases(net, data, removed, repeats):
     samples = {phase: [] for phase in PHASES}
     try:
         for _ in range(repeats):
-            gc.collect()
-            gc.disable()
-            try:
-                spent.update(maps=0.0, backward=0.0)
-                removed.seconds = 0.0
-                removed.replay_from_start()
-                start = time.thread_time()
-                _one_step(net, data)
-                total = time.thread_time() - start - removed.seconds
-            finally:
-                gc.enable()
+            spent.update(maps=0.0, backward=0.0)
+            total = _timed_step(net, data, removed)
             for phase in ("maps", "backward"):
                 samples[phase].append(spent[phase])
             samples["rest"].append(total - spent["maps"] - spent["backward"])
