@@ -6,11 +6,20 @@ The scene: the ``--voxels`` voxels of a generated KITTI scene nearest the sensor
 the step: VoxelBackBone8x forward + backward (loss.backward()), one thread, fresh maps every step
 (a new SparseConvTensor on a copy of the indices, as a new batch from a loader: nothing the
 builders vouched for is reused); the median over ``--repeats`` steps after two warm-up steps, with
-Python's garbage collector run before and held off during each timed step (every path). Times are
+Python's garbage collector run before and held off during each timed step (every path): the
+collection walks every object of the process and leaves the caches cold, so each timed step
+starts as after a long pause, which charges each path for the breadth of the code it runs. A
+second table times ``--repeats`` more steps back to back (one collection before them, none among
+them, as ``timeit`` does): a training loop's steady state, where each step starts with the caches
+the previous one left. Times are
 the CPU time of the step's thread (``time.thread_time``; torch runs one thread here, autograd's
 CPU work included): other processes on a loaded machine do not count, waits would not either
 (the host reads of the accelerator paths wait for nothing on this machine).
-Each path runs in its own interpreter (the switches are read at import):
+Each path runs in its own interpreters (the switches are read at import), ``--seeds`` of them, with
+Python's string hashing seeded 0, 1, ... (PYTHONHASHSEED): the seed alone moves a path's host time
+by up to 20% (the CUDA path's steps back to back, 400 voxels: 5.77 ms under seed 0, 4.48-5.02 ms
+under seeds 1-5), likely through CPython's hash-indexed caches (attribute lookups), so each time
+printed is the median over the seeds, every path under the same ones:
 
 - ``cpu``:  the C++ CPU backend, the whole step with its real compute;
 - ``cuda``: MXS_CUDA_ON_CPU=1, the CUDA path's orchestration and Triton launch code, with the
@@ -224,23 +233,43 @@ def measure(path, voxels, repeats):
         _one_step(net, data)
         removed.replay_from_start()
     times = [_timed_step(net, data, removed) for _ in range(repeats)]
+    steady = _back_to_back(net, data, removed, repeats)
     removed.replay_from_start()
     return {"path": path, "voxels": int(data["indices"].shape[0]), "host_ms": 1e3 * statistics.median(times),
+            "back_to_back_ms": 1e3 * statistics.median(steady),
             "phases_ms": _phases(net, data, removed, repeats), **_counts(path, net, data)}
 
 
+def _step_seconds(net, data, removed):
+    """The host seconds of one step: its thread's CPU time less the device work removed from it."""
+    removed.seconds = 0.0
+    removed.replay_from_start()
+    start = time.thread_time()
+    _one_step(net, data)
+    return time.thread_time() - start - removed.seconds
+
+
 def _timed_step(net, data, removed):
-    """The host seconds of one step: its thread's CPU time less the device work removed from it.
-    The interpreter's map kernels allocate millions of objects: a collection they trigger would land
-    in whatever host code runs next, so none runs inside a timed step (any path)."""
+    """``_step_seconds`` of one step after a full collection, none inside it (any path): a
+    collection would land in whatever host code runs next. The collection walks every Python
+    object of the process (~300 000 with torch and triton imported, ~150 ms here), which leaves
+    the caches cold: each step starts as after a long pause."""
     gc.collect()
     gc.disable()
     try:
-        removed.seconds = 0.0
-        removed.replay_from_start()
-        start = time.thread_time()
-        _one_step(net, data)
-        return time.thread_time() - start - removed.seconds
+        return _step_seconds(net, data, removed)
+    finally:
+        gc.enable()
+
+
+def _back_to_back(net, data, removed, repeats):
+    """``_step_seconds`` of ``repeats`` steps run one after another, one collection before them and
+    none among them (as timeit holds the collector off): a training loop's steady state, each step
+    starting with the caches the previous one left. [seconds]"""
+    gc.collect()
+    gc.disable()
+    try:
+        return [_step_seconds(net, data, removed) for _ in range(repeats)]
     finally:
         gc.enable()
 
@@ -283,10 +312,12 @@ def _phases(net, data, removed, repeats):
     return {phase: 1e3 * statistics.median(values) for phase, values in samples.items()}
 
 
-def run_path(path, voxels, repeats):
-    """``measure`` in a fresh interpreter with the path's switches (and only those) set."""
+def run_path(path, voxels, repeats, seed=0):
+    """``measure`` in a fresh interpreter with the path's switches (and only those) set, and
+    Python's string hashing seeded with ``seed`` (PYTHONHASHSEED)."""
     env = {k: v for k, v in os.environ.items() if k not in ("MXS_CUDA_ON_CPU", "MXS_NPU_ON_CPU", "TRITON_INTERPRET")}
     env.update(SWITCHES[path])
+    env["PYTHONHASHSEED"] = str(seed)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
     r = subprocess.run([sys.executable, "-m", "bench.host_cost", "--child", path, "--voxels", str(voxels),
                         "--repeats", str(repeats)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=3600)
@@ -297,10 +328,28 @@ def run_path(path, voxels, repeats):
                        f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
 
 
+TIMES = ("host_ms", "back_to_back_ms")
+
+
+def over_seeds(runs):
+    """One path's figures from its interpreters (one per hash seed): each time the median over
+    them, the counts those of the first (the same steps: every interpreter counts the same)."""
+    merged = dict(runs[0])
+    for name in TIMES:
+        if all(name in run for run in runs):
+            merged[name] = statistics.median(run[name] for run in runs)
+    if all("phases_ms" in run for run in runs):
+        merged["phases_ms"] = {phase: statistics.median(run["phases_ms"][phase] for run in runs) for phase in PHASES}
+    merged["seeds"] = len(runs)
+    return merged
+
+
 def report(results, repeats):
     base = results.get("cpu")
+    seeds = next(iter(results.values())).get("seeds", 1)
+    over = f", then over {seeds} interpreters (PYTHONHASHSEED=0..{seeds - 1})" if seeds > 1 else ""
     lines = [f"scene: {next(iter(results.values()))['voxels']} voxels of a generated KITTI scene, VoxelBackBone8x "
-             f"training step, one thread, fresh maps every step, median of {repeats}",
+             f"training step, one thread, fresh maps every step, median of {repeats}{over}",
              "| path | host ms / step | x CPU step | Triton launches | emulator launches | torch operators | host reads |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     names = {"cpu": "C++ CPU backend (whole step, real compute)", "cuda": "CUDA path (device work removed)",
@@ -312,6 +361,15 @@ def report(results, repeats):
         ratio = f"{r['host_ms'] / base['host_ms']:.2f}" if base else "-"
         lines.append(f"| {names[path]} | {r['host_ms']:.2f} | {ratio} | {r['triton_launches']} | "
                      f"{r['emulator_launches']} | {r['torch_ops']} | {r['host_reads']} |")
+    if all("back_to_back_ms" in results[path] for path in results):
+        lines += ["", "back to back (the steady state of a training loop: the same steps one after another, no "
+                      "collection among them, each starting with the caches the previous one left; medians)",
+                  "| path | host ms / step | x CPU step |", "| --- | --- | --- |"]
+        for path in PATHS:
+            if path in results:
+                ms = results[path]["back_to_back_ms"]
+                ratio = f"{ms / base['back_to_back_ms']:.2f}" if base else "-"
+                lines.append(f"| {path} | {ms:.2f} | {ratio} |")
     if all("phases_ms" in results[path] for path in results):
         lines += ["", "where it goes (ms per step, medians of as many more steps, timed per phase): map lookups and "
                       "builds, loss.backward(), the rest (forward gathers and BatchNorms, loss, zero_grad)",
@@ -345,6 +403,8 @@ def parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--voxels", type=_positive, default=400, help="voxels of the KITTI crop (default 400)")
     ap.add_argument("--repeats", type=_positive, default=7, help="timed steps, the median is reported (default 7)")
+    ap.add_argument("--seeds", type=_positive, default=3,
+                    help="interpreters per path, hash seeds 0..N-1; each time is the median over them (default 3)")
     ap.add_argument("--paths", type=_paths, default=list(PATHS), help="comma-separated subset of cpu,cuda,npu")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--child", choices=PATHS, help=argparse.SUPPRESS)
@@ -356,7 +416,8 @@ def main(argv=None):
     if args.child:
         print(MARK + json.dumps(measure(args.child, args.voxels, args.repeats)))
         return
-    results = {p: run_path(p, args.voxels, args.repeats) for p in args.paths}
+    results = {p: over_seeds([run_path(p, args.voxels, args.repeats, seed) for seed in range(args.seeds)])
+               for p in args.paths}
     print(report(results, args.repeats))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

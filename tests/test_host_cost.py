@@ -11,9 +11,10 @@ from bench import host_cost
 
 def test_arguments():
     args = host_cost.parse([])
-    assert (args.voxels, args.repeats, args.paths, args.child) == (400, 7, ["cpu", "cuda", "npu"], None)
+    assert (args.voxels, args.repeats, args.seeds, args.paths, args.child) == (400, 7, 3, ["cpu", "cuda", "npu"], None)
     assert host_cost.parse(["--paths", "cuda, cpu", "--voxels", "50", "--repeats", "3"]).paths == ["cuda", "cpu"]
-    for bad in (["--paths", "gpu"], ["--paths", ""], ["--voxels", "0"], ["--repeats", "-1"], ["--voxels", "x"]):
+    for bad in (["--paths", "gpu"], ["--paths", ""], ["--voxels", "0"], ["--repeats", "-1"], ["--voxels", "x"],
+                ["--seeds", "0"]):
         with pytest.raises(SystemExit):
             host_cost.parse(bad)
 
@@ -34,6 +35,14 @@ def test_report_fields_and_ratios():
     assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
     # without the CPU backend there is nothing to divide by
     assert "ratios" not in host_cost.report({"cuda": results["cuda"]}, 7)
+    # the steady state (steps back to back), when every path timed it: its own ratios
+    for path, ms in (("cpu", 2.0), ("cuda", 3.0), ("npu", 1.5)):
+        results[path]["back_to_back_ms"] = ms
+    lines = host_cost.report(results, 7).splitlines()
+    at = lines.index("| path | host ms / step | x CPU step |")
+    assert lines[at - 1].startswith("back to back")
+    assert lines[at + 2:at + 5] == ["| cpu | 2.00 | 1.00 |", "| cuda | 3.00 | 1.50 |", "| npu | 1.50 | 0.75 |"]
+    assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
     # where the time goes, per path, when every path timed its phases
     for path, phases in (("cpu", (0.5, 2.0, 1.5)), ("cuda", (4.0, 3.0, 3.0)), ("npu", (1.0, 1.25, 0.75))):
         results[path]["phases_ms"] = dict(zip(host_cost.PHASES, phases))
@@ -42,6 +51,17 @@ def test_report_fields_and_ratios():
     assert lines[at + 2:at + 5] == ["| cpu | 0.50 | 2.00 | 1.50 |", "| cuda | 4.00 | 3.00 | 3.00 |",
                                     "| npu | 1.00 | 1.25 | 0.75 |"]
     assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
+
+
+def test_times_over_seeds_are_medians_and_counts_the_first():
+    runs = [dict(_figures("cuda", ms, triton=90), back_to_back_ms=b2b, phases_ms=dict(zip(host_cost.PHASES, phases)))
+            for ms, b2b, phases in ((5.0, 3.0, (1.0, 2.0, 2.0)), (9.0, 4.0, (3.0, 3.0, 3.0)), (6.0, 1.0, (2.0, 1.0, 4.0)))]
+    merged = host_cost.over_seeds(runs)
+    assert (merged["host_ms"], merged["back_to_back_ms"], merged["seeds"]) == (6.0, 3.0, 3)
+    assert merged["phases_ms"] == dict(zip(host_cost.PHASES, (2.0, 2.0, 3.0)))
+    assert merged["triton_launches"] == 90 and runs[0]["host_ms"] == 5.0     # the runs are left as they were
+    lines = host_cost.report({"cuda": merged}, 7).splitlines()
+    assert lines[0].endswith("median of 7, then over 3 interpreters (PYTHONHASHSEED=0..2)")
 
 
 @pytest.fixture
@@ -112,10 +132,11 @@ ROW = re.compile(r"\| (?P<name>[^|]+) \| (?P<ms>[\d.]+) \| (?P<ratio>[\d.]+) \| 
 
 
 def test_runs_the_cpu_path_in_its_own_interpreter(capsys):
-    host_cost.main(["--voxels", "30", "--repeats", "1", "--paths", "cpu"])
+    host_cost.main(["--voxels", "30", "--repeats", "1", "--seeds", "2", "--paths", "cpu"])
     out = capsys.readouterr().out.splitlines()
     cpu = ROW.fullmatch(out[3])
-    assert out[0].startswith("scene: 30 voxels") and cpu["name"].startswith("C++ CPU backend")
+    assert out[0].startswith("scene: 30 voxels") and out[0].endswith("over 2 interpreters (PYTHONHASHSEED=0..1)")
+    assert cpu["name"].startswith("C++ CPU backend")
     assert float(cpu["ms"]) > 0 and cpu["ratio"] == "1.00" and int(cpu["ops"]) > 0
     assert int(cpu["triton"]) == int(cpu["emu"]) == int(cpu["reads"]) == 0
     phases = out[out.index("| path | maps | backward | rest |") + 2]
@@ -123,13 +144,15 @@ def test_runs_the_cpu_path_in_its_own_interpreter(capsys):
     # every phase took time; the phases of one step add up to it (their medians: to about one step)
     assert phases.startswith("| cpu |") and min(maps, backward, rest) > 0
     assert maps + backward + rest < 3 * float(cpu["ms"])
+    steady = out[out.index("| path | host ms / step | x CPU step |") + 2]
+    assert re.fullmatch(r"\| cpu \| [\d.]+ \| 1\.00 \|", steady) and float(steady.split("|")[2]) > 0
     assert out[-1] == "ratios: "
 
 
 @pytest.mark.slow
 def test_runs_the_cpu_and_cuda_paths_on_a_tiny_scene(capsys):
     """(~1 minute on a loaded 2-core machine: the interpreter's first kernel runs)"""
-    host_cost.main(["--voxels", "30", "--repeats", "1", "--paths", "cpu,cuda"])
+    host_cost.main(["--voxels", "30", "--repeats", "1", "--seeds", "1", "--paths", "cpu,cuda"])
     out = capsys.readouterr().out.splitlines()
     rows = {m["name"].split()[0]: m for m in map(ROW.fullmatch, out[3:5])}
     assert set(rows) == {"C++", "CUDA"}
@@ -142,7 +165,7 @@ def test_runs_the_cpu_and_cuda_paths_on_a_tiny_scene(capsys):
 @pytest.mark.slow
 def test_runs_the_three_paths_on_a_tiny_scene(capsys):
     """(~2 minutes: three interpreters, the NPU emulator's first build included)"""
-    host_cost.main(["--voxels", "60", "--repeats", "1"])
+    host_cost.main(["--voxels", "60", "--repeats", "1", "--seeds", "1"])
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("scene: 60 voxels")
     rows = {m["name"].split()[0]: m for m in map(ROW.fullmatch, out[3:6])}
