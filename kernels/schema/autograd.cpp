@@ -29,6 +29,7 @@
 #include <tuple>
 
 #include "../orchestration/device_constants.h"
+#include "batch_norm_relu_forward_op.h"
 
 namespace mxs {
 namespace {
@@ -251,9 +252,6 @@ at::Tensor backprop_filter_autograd(const at::Tensor& x, const at::Tensor& dy, c
 // which recomputes the ReLU mask from x, so the node keeps x, never y. A C++ node, not a Python
 // autograd.Function: a network has one per conv-BN-ReLU block, and Python's apply and backward
 // overhead per layer was a visible share of a training step's host time.
-using BnForwardSig = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-    const at::Tensor&, const MaybeTensor&, const MaybeTensor&, const MaybeTensor&, const MaybeTensor&, bool, double,
-    double);
 using BnBackwardSig = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                                      const at::Tensor&, const at::Tensor&,
                                                                      const MaybeTensor&, const at::Tensor&,
@@ -264,13 +262,10 @@ class BatchNormRelu : public torch::autograd::Function<BatchNormRelu> {
   static variable_list forward(AutogradContext* ctx, const at::Tensor& x, const MaybeTensor& gamma,
                                const MaybeTensor& beta, const MaybeTensor& running_mean,
                                const MaybeTensor& running_var, bool batch_stats, double momentum, double eps) {
-    static auto op = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("mx_sparse::batch_norm_relu_forward", "")
-                         .typed<BnForwardSig>();
     // the forward op goes through autograd's fallback as it did under the Python Function (grad
     // mode is off here): the running statistics' version counters move as they did
     auto [y, mean, invstd, scale, shift] =
-        op.call(x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps);
+        batch_norm_relu_forward_op().call(x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps);
     ctx->save_for_backward({x, gamma.value_or(at::Tensor()), mean, invstd, scale, shift});
     ctx->saved_data["batch_stats"] = batch_stats;
     ctx->saved_data["has_beta"] = beta.has_value() && beta->defined();

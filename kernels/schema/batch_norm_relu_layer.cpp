@@ -1,10 +1,11 @@
 // The kernel of mx_sparse::_batch_norm_relu below autograd (every device, under
 // CompositeExplicitAutograd): batch_norm_relu_forward through the dispatcher, so each device's
 // implementation of that op serves this one too; its node (autograd.cpp) calls the same op.
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <tuple>
+
+#include "batch_norm_relu_forward_op.h"
 
 namespace mxs {
 namespace {
@@ -16,12 +17,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> batch_norm_relu_layer(const at::T
                                                                      const MaybeTensor& running_mean,
                                                                      const MaybeTensor& running_var, bool batch_stats,
                                                                      double momentum, double eps) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mx_sparse::batch_norm_relu_forward", "")
-                       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>(
-                           const at::Tensor&, const MaybeTensor&, const MaybeTensor&, const MaybeTensor&,
-                           const MaybeTensor&, bool, double, double)>();
-  auto [y, mean, invstd, scale, shift] = op.call(x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps);
+  auto [y, mean, invstd, scale, shift] =
+      batch_norm_relu_forward_op().call(x, gamma, beta, running_mean, running_var, batch_stats, momentum, eps);
   return {y, scale, shift};
 }
 

@@ -124,12 +124,14 @@ def _cuda_batch_norm_kernels():
 
 
 def batch_norm_kernels(cuda_on_cpu: bool, npu_on_cpu: bool = False) -> dict:
-    """{device type: fused BatchNorm+ReLU implementation} of this package's registrations."""
-    table = {"cuda": _cuda_batch_norm_kernels(), "npu": batch_norm_operators}
+    """{device type: fused BatchNorm+ReLU implementation} of this package's registrations: the
+    Triton kernels for CUDA; every other device, the NPU's included, runs the torch operators
+    (batch_norm_relu.kernels_for's default), CPU tensors too unless a switch says otherwise."""
+    table = {"cuda": _cuda_batch_norm_kernels()}
     if cuda_on_cpu:
         table["cpu"] = table["cuda"]
     if npu_on_cpu:
-        table["cpu"] = table["npu"]
+        table["cpu"] = batch_norm_operators
     return table
 
 

@@ -88,20 +88,9 @@ class _Shaped:
 
 
 # (output rows, offsets, input rows, Cin, Cout, dtype, TF32, counting, moments) -> _Shaped, and
-# (output rows, offsets, "filter", ..., activation) -> _FilterShaped; emptied when full (a stream of
-# new shapes) rather than grown without bound
-_shaped = {}
-MAX_SHAPED = 4096
-
-
-def _by_shape(key, make):
-    """``make()``, made once per shape ``key`` and shared by every map of that shape."""
-    found = _shaped.get(key)
-    if found is None:
-        if len(_shaped) >= MAX_SHAPED:
-            _shaped.clear()
-        found = _shaped[key] = make()
-    return found
+# (output rows, offsets, "filter", ..., activation) -> _FilterShaped: made once per shape, shared by
+# every map of that shape
+_by_shape = launch.ShapeCache(4096).get
 
 
 class _Launch:

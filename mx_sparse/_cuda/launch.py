@@ -144,6 +144,28 @@ def tf32_allowed() -> bool:
     return bool(_allow_tf32()) or _fp32_precision() == "tf32"
 
 
+class ShapeCache:
+    """Values a launch takes that the problem's shape alone decides, made once per shape key and
+    shared by every launch of that shape (a network repeats a few); emptied when full (a stream
+    of new shapes) rather than grown without bound."""
+    __slots__ = ("_found", "limit")
+
+    def __init__(self, limit: int):
+        self._found, self.limit = {}, limit
+
+    def get(self, key, make):
+        """The value kept for ``key``, ``make()`` the first time (and after an emptying)."""
+        found = self._found.get(key)
+        if found is None:
+            if len(self._found) >= self.limit:
+                self._found.clear()
+            found = self._found[key] = make()
+        return found
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+
 _dot_constants = {}
 
 

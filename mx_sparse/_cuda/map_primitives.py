@@ -52,19 +52,13 @@ class _OutKeysShape:
         self.scalars = tuple(v for values in per_axis for v in values)
 
 
-# (spatial_shape, kernel_size, stride, padding, dilation) -> _OutKeysShape; emptied when full
-_out_keys_shapes = {}
-MAX_OUT_KEYS_SHAPES = 1024
+# (spatial_shape, kernel_size, stride, padding, dilation) -> _OutKeysShape
+_out_keys_shapes = launch.ShapeCache(1024)
 
 
 def _out_keys_shape(spatial_shape, kernel_size, stride, padding, dilation) -> _OutKeysShape:
-    key = (*spatial_shape, None, *kernel_size, *stride, *padding, *dilation)
-    found = _out_keys_shapes.get(key)
-    if found is None:
-        if len(_out_keys_shapes) >= MAX_OUT_KEYS_SHAPES:
-            _out_keys_shapes.clear()
-        found = _out_keys_shapes[key] = _OutKeysShape(spatial_shape, kernel_size, stride, padding, dilation)
-    return found
+    return _out_keys_shapes.get((*spatial_shape, None, *kernel_size, *stride, *padding, *dilation),
+                                lambda: _OutKeysShape(spatial_shape, kernel_size, stride, padding, dilation))
 
 
 def conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):

@@ -92,6 +92,25 @@ def test_filter_gradient_from_prepared_arguments():
     assert not torch.equal(changed, first)
 
 
+def test_shape_cache_makes_once_per_key_and_empties_when_full():
+    """launch.ShapeCache (gather_mm's and _conv_out_keys' per-shape launch arguments): a value is made
+    once per key and shared; the cache never holds more than its limit, emptied when a new key
+    finds it full (then remade on demand)."""
+    made = []
+    cache = launch.ShapeCache(2)
+
+    def make(key):
+        return lambda: made.append(key) or [key]
+
+    a = cache.get("a", make("a"))
+    assert cache.get("a", make("a")) is a and made == ["a"]
+    cache.get("b", make("b"))
+    assert len(cache) == 2
+    cache.get("c", make("c"))       # full: emptied, then "c" kept
+    assert len(cache) == 1 and made == ["a", "b", "c"]
+    assert cache.get("a", make("a")) is not a and made == ["a", "b", "c", "a"] and len(cache) == 2
+
+
 def test_gather_launches_share_the_part_their_shapes_decide():
     """gather_mm's launch arguments: the part the shapes decide (tile, grid, constexprs: _Shaped) is
     made once and shared by a fresh map of the same shape, each map keeping its own plan; both maps
