@@ -16,10 +16,11 @@ the CPU time of the step's thread (``time.thread_time``; torch runs one thread h
 CPU work included): other processes on a loaded machine do not count, waits would not either
 (the host reads of the accelerator paths wait for nothing on this machine).
 Each path runs in its own interpreters (the switches are read at import), ``--seeds`` of them, with
-Python's string hashing seeded 0, 1, ... (PYTHONHASHSEED): the seed alone moves a path's host time
-by up to 20% (the CUDA path's steps back to back, 400 voxels: 5.77 ms under seed 0, 4.48-5.02 ms
-under seeds 1-5), likely through CPython's hash-indexed caches (attribute lookups), so each time
-printed is the median over the seeds, every path under the same ones:
+Python's string hashing seeded 0, 1, ... (PYTHONHASHSEED, so that a run repeats what it can
+control): a path's host time moves by up to 20% from one interpreter to the next, more than
+within one (the CUDA path's steps back to back, 400 voxels: 4.2-5.8 ms over a dozen interpreters,
+two under the same seed 0.6 ms apart), so each time printed is the median over the interpreters,
+every path under the same seeds:
 
 - ``cpu``:  the C++ CPU backend, the whole step with its real compute;
 - ``cuda``: MXS_CUDA_ON_CPU=1, the CUDA path's orchestration and Triton launch code, with the
@@ -32,12 +33,14 @@ printed is the median over the seeds, every path under the same ones:
   emulated launch's thread per AI core would leave the host's caches cold around it).
 
 What is left is the host's time: Python orchestration, torch operators (each a kernel launch on a
-device, here run on tiny CPU tensors), autograd. Per path one more step, untimed, counts (with
-bench.host_ops' TorchDispatchMode) the torch operators that launch a kernel, the device-kernel
-launches (Triton / emulator; C++ op calls on the CPU backend) and the host reads. A second table
-says where each path's time goes: as many more steps, timed per phase (the layers' map lookups and
-builds, loss.backward(), the rest). The last line: ``ratios: cuda=<x> npu=<y>`` (host ms / the CPU
-backend's step ms).
+device, here run on tiny CPU tensors: their compute counts, e.g. a sort of a few thousand keys,
+~20 us, which a GPU would run as device work), autograd. Per path one more step, untimed, counts
+(with bench.host_ops' TorchDispatchMode) the torch operators that launch a kernel, the
+device-kernel launches (Triton / emulator; C++ op calls on the CPU backend) and the host reads.
+After the back-to-back table, two more say where each path's time goes: as many more steps, timed
+per phase (the layers' map lookups and builds, loss.backward(), the rest), and the map phase per
+layer. The last line: ``ratios: cuda=<x> npu=<y>`` (host ms / the CPU backend's step ms, the
+headline's cold steps).
 """
 import argparse
 import gc
@@ -234,10 +237,11 @@ def measure(path, voxels, repeats):
         removed.replay_from_start()
     times = [_timed_step(net, data, removed) for _ in range(repeats)]
     steady = _back_to_back(net, data, removed, repeats)
+    phases, map_layers = _phases(net, data, removed, repeats)
     removed.replay_from_start()
     return {"path": path, "voxels": int(data["indices"].shape[0]), "host_ms": 1e3 * statistics.median(times),
             "back_to_back_ms": 1e3 * statistics.median(steady),
-            "phases_ms": _phases(net, data, removed, repeats), **_counts(path, net, data)}
+            "phases_ms": phases, "map_layers_us": map_layers, **_counts(path, net, data)}
 
 
 def _step_seconds(net, data, removed):
@@ -282,34 +286,45 @@ def _phases(net, data, removed, repeats):
     wrappers in place (a few microseconds a step, so not in the headline figure): the layers' map
     lookups and builds (SparseConvolution._indice_data, reuse by indice_key included), the
     backward (loss.backward(): autograd and every backward kernel), and the rest (the forward's
-    gathers and BatchNorms, the loss, zero_grad). Medians per phase, ms."""
+    gathers and BatchNorms, the loss, zero_grad). (medians per phase in ms, [(layer, median us of
+    its map lookup or build)] in call order)"""
     import torch
     from mx_sparse.nn.conv import SparseConvolution
-    spent = {"maps": 0.0, "backward": 0.0}
+    maps, spent = [], {"backward": 0.0}     # maps: (layer, seconds) of this step's lookups and builds
 
-    def timed(phase, fn):
-        def call(*args, **kwargs):
-            start, removed_before = time.thread_time(), removed.seconds
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                spent[phase] += time.thread_time() - start - (removed.seconds - removed_before)
-        return call
+    def map_of_layer(layer, *args, **kwargs):
+        start, removed_before = time.thread_time(), removed.seconds
+        try:
+            return indice_data(layer, *args, **kwargs)
+        finally:
+            maps.append((f"{type(layer).__name__} {layer.indice_key}",
+                         time.thread_time() - start - (removed.seconds - removed_before)))
+
+    def timed_backward(*args, **kwargs):
+        start, removed_before = time.thread_time(), removed.seconds
+        try:
+            return backward(*args, **kwargs)
+        finally:
+            spent["backward"] += time.thread_time() - start - (removed.seconds - removed_before)
 
     indice_data, backward = SparseConvolution._indice_data, torch.Tensor.backward
-    SparseConvolution._indice_data, torch.Tensor.backward = timed("maps", indice_data), timed("backward", backward)
-    samples = {phase: [] for phase in PHASES}
+    SparseConvolution._indice_data, torch.Tensor.backward = map_of_layer, timed_backward
+    samples, layers = {phase: [] for phase in PHASES}, []
     try:
         for _ in range(repeats):
-            spent.update(maps=0.0, backward=0.0)
+            maps.clear()
+            spent["backward"] = 0.0
             total = _timed_step(net, data, removed)
-            for phase in ("maps", "backward"):
-                samples[phase].append(spent[phase])
-            samples["rest"].append(total - spent["maps"] - spent["backward"])
+            samples["maps"].append(sum(seconds for _, seconds in maps))
+            samples["backward"].append(spent["backward"])
+            samples["rest"].append(total - samples["maps"][-1] - spent["backward"])
+            layers.append(list(maps))
     finally:
         SparseConvolution._indice_data, torch.Tensor.backward = indice_data, backward
     removed.replay_from_start()
-    return {phase: 1e3 * statistics.median(values) for phase, values in samples.items()}
+    per_layer = [(step[0][0], 1e6 * statistics.median(seconds for _, seconds in step))
+                 for step in zip(*layers)]
+    return {phase: 1e3 * statistics.median(values) for phase, values in samples.items()}, per_layer
 
 
 def run_path(path, voxels, repeats, seed=0):
@@ -340,6 +355,9 @@ def over_seeds(runs):
             merged[name] = statistics.median(run[name] for run in runs)
     if all("phases_ms" in run for run in runs):
         merged["phases_ms"] = {phase: statistics.median(run["phases_ms"][phase] for run in runs) for phase in PHASES}
+    if all("map_layers_us" in run for run in runs):
+        merged["map_layers_us"] = [(layer[0][0], statistics.median(us for _, us in layer))
+                                   for layer in zip(*(run["map_layers_us"] for run in runs))]
     merged["seeds"] = len(runs)
     return merged
 
@@ -378,6 +396,12 @@ def report(results, repeats):
             if path in results:
                 phases = results[path]["phases_ms"]
                 lines.append(f"| {path} | " + " | ".join(f"{phases[phase]:.2f}" for phase in PHASES) + " |")
+    if all("map_layers_us" in results[path] for path in results):
+        shown = [path for path in PATHS if path in results]
+        lines += ["", "map lookups and builds per layer (us, medians, in call order; reuse by indice_key included)",
+                  "| layer | " + " | ".join(shown) + " |", "| --- |" + " --- |" * len(shown)]
+        for i, (layer, _) in enumerate(results[shown[0]]["map_layers_us"]):
+            lines.append(f"| {layer} | " + " | ".join(f"{results[p]['map_layers_us'][i][1]:.0f}" for p in shown) + " |")
     if base:
         lines.append("ratios: " + " ".join(f"{p}={results[p]['host_ms'] / base['host_ms']:.2f}"
                                           for p in PATHS if p in results and p != "cpu"))

@@ -51,14 +51,24 @@ def test_report_fields_and_ratios():
     assert lines[at + 2:at + 5] == ["| cpu | 0.50 | 2.00 | 1.50 |", "| cuda | 4.00 | 3.00 | 3.00 |",
                                     "| npu | 1.00 | 1.25 | 0.75 |"]
     assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
+    # and the map phase per layer, a column per path
+    for path, us in (("cpu", (45.0, 7.0)), ("cuda", (171.4, 8.0)), ("npu", (146.0, 7.6))):
+        results[path]["map_layers_us"] = [("SubMConv3d subm1", us[0]), ("SubMConv3d subm1", us[1])]
+    lines = host_cost.report(results, 7).splitlines()
+    at = lines.index("| layer | cpu | cuda | npu |")
+    assert lines[at + 2:at + 4] == ["| SubMConv3d subm1 | 45 | 171 | 146 |", "| SubMConv3d subm1 | 7 | 8 | 8 |"]
+    assert lines[-1] == "ratios: cuda=2.50 npu=0.75"
 
 
 def test_times_over_seeds_are_medians_and_counts_the_first():
-    runs = [dict(_figures("cuda", ms, triton=90), back_to_back_ms=b2b, phases_ms=dict(zip(host_cost.PHASES, phases)))
-            for ms, b2b, phases in ((5.0, 3.0, (1.0, 2.0, 2.0)), (9.0, 4.0, (3.0, 3.0, 3.0)), (6.0, 1.0, (2.0, 1.0, 4.0)))]
+    runs = [dict(_figures("cuda", ms, triton=90), back_to_back_ms=b2b, phases_ms=dict(zip(host_cost.PHASES, phases)),
+                 map_layers_us=[["a", layers[0]], ["b", layers[1]]])
+            for ms, b2b, phases, layers in ((5.0, 3.0, (1.0, 2.0, 2.0), (10.0, 2.0)), (9.0, 4.0, (3.0, 3.0, 3.0), (30.0, 1.0)),
+                                            (6.0, 1.0, (2.0, 1.0, 4.0), (20.0, 3.0)))]
     merged = host_cost.over_seeds(runs)
     assert (merged["host_ms"], merged["back_to_back_ms"], merged["seeds"]) == (6.0, 3.0, 3)
     assert merged["phases_ms"] == dict(zip(host_cost.PHASES, (2.0, 2.0, 3.0)))
+    assert merged["map_layers_us"] == [("a", 20.0), ("b", 2.0)]
     assert merged["triton_launches"] == 90 and runs[0]["host_ms"] == 5.0     # the runs are left as they were
     lines = host_cost.report({"cuda": merged}, 7).splitlines()
     assert lines[0].endswith("median of 7, then over 3 interpreters (PYTHONHASHSEED=0..2)")
@@ -144,6 +154,10 @@ def test_runs_the_cpu_path_in_its_own_interpreter(capsys):
     # every phase took time; the phases of one step add up to it (their medians: to about one step)
     assert phases.startswith("| cpu |") and min(maps, backward, rest) > 0
     assert maps + backward + rest < 3 * float(cpu["ms"])
+    # VoxelBackBone8x's 12 convolutions, each its map looked up or built, the first two sharing subm1
+    layers = out[out.index("| layer | cpu |") + 2:][:12]
+    assert [row.split(" | ")[0] for row in layers[:2]] == ["| SubMConv3d subm1"] * 2
+    assert all(re.fullmatch(r"\| \w+ \w+ \| \d+ \|", row) for row in layers)
     steady = out[out.index("| path | host ms / step | x CPU step |") + 2]
     assert re.fullmatch(r"\| cpu \| [\d.]+ \| 1\.00 \|", steady) and float(steady.split("|")[2]) > 0
     assert out[-1] == "ratios: "
