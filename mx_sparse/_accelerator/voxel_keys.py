@@ -56,13 +56,6 @@ def unpack(keys, shape):
     return _orchestration.unpack(keys, list(shape))
 
 
-def subm_padding(shape, kernel, dilation):
-    """(shift, padded grid) of the submanifold map: k//2 * dilation cells on each side, so that
-    every neighbour of an in-grid voxel lies on the padded grid (an outside one on an empty cell)."""
-    reach = [(k // 2) * d for k, d in zip(kernel, dilation)]
-    return reach, [s + 2 * r for s, r in zip(shape, reach)]
-
-
 def conv_padding(shape, out_shape, kernel, stride, padding, dilation):
     """(shift, padded grid) of the strided map: input coordinate i + padding lies in [0, padded),
     padded above to the farthest position an output window reaches, o*s + kp*d."""

@@ -254,9 +254,9 @@ def _run_orchestration(builder, primitives, *args):
 def subm_map(binary, indices, spatial_shape, batch_size, kernel_size, workdir, env, dilation=None):
     """Emulated submanifold map: the accelerator orchestration's build_subm_map around the emulated
     SubmMap kernel. info = the lookup's tiling (None when no kernel ran: no voxels)."""
-    from mx_sparse._accelerator import voxel_keys
     dilation = dilation or [1] * len(spatial_shape)
-    _, padded = voxel_keys.subm_padding(spatial_shape, kernel_size, dilation)
+    # the grid padded by the kernel's reach, k//2 * dilation cells on each side
+    padded = [s + 2 * (k // 2) * d for s, k, d in zip(spatial_shape, kernel_size, dilation)]
     prims = EmulatedMapPrimitives(binary, workdir, env, kernel_size, dilation, padded, True)
     nbr = _run_orchestration("build_subm_map", prims, indices, spatial_shape, batch_size, kernel_size, dilation)
     return nbr, prims.infos.get("lookup")
