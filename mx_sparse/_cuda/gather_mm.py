@@ -16,7 +16,8 @@ of that plan (tile_lists.to_fill: no tile_lists launch in the backward).
 
 Both run the mask-gated schedule of map_plan.py: rows in neighbour-bitmask order, each tile
 looping over the offsets present in it. Neither syncs with the host: a map entry outside
-[-1, rows) is reported by a device-side assertion (launch.check_map_rows), once per map.
+[-1, rows) is reported by a device-side assertion (index_checks.assert_map_rows, from
+map_plan.plan), once per map.
 """
 import torch
 from .._core.weak_id_map import WeakIdMap

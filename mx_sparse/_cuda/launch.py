@@ -260,14 +260,3 @@ def run(kernel, name: str, dtype_name: str, tile_name: str, grid, tensors, *args
         raise RuntimeError("mx_sparse: CPU tensors run the CUDA backend's Triton kernels only under Triton's "
                            "interpreter; set TRITON_INTERPRET=1 (or MXS_CUDA_ON_CPU=1) before importing triton")
     kernel[grid](*tensors, *args, **constexprs)
-
-
-def check_map_rows(nbr: torch.Tensor, name: str, num_rows: int) -> None:
-    """Rejects a map entry outside [-1, num_rows): on the CPU at once, on CUDA as a device-side
-    assertion (no host sync, as torch's own indexing does). The kernels mask such entries
-    anyway, so they are never read."""
-    if nbr.numel() == 0:
-        return
-    lo, hi = torch.aminmax(nbr)
-    torch._assert_async((lo >= -1) & (hi < num_rows),
-                        f"{name}: holds an entry outside [-1, {num_rows}), i.e. not an input row")

@@ -46,7 +46,7 @@ its entries are known to lie in [-1, rows)), which is every map of a training st
 import torch
 from .._core.weak_id_map import WeakIdMap
 
-from .._accelerator import built_maps
+from .._accelerator import built_maps, index_checks
 from . import launch
 
 # The number of offsets whose presence bits make up the sort key (int64, sign bit unused).
@@ -138,7 +138,7 @@ def _entries(key) -> dict:
 
 def plan(nbr: torch.Tensor, block_m: int, num_rows: int) -> MapPlan:
     """The (cached) schedule of ``nbr`` for tiles of ``block_m`` rows, its entries checked
-    against ``num_rows`` input rows (once per map and row count, launch.check_map_rows)."""
+    against ``num_rows`` input rows (once per map and row count, index_checks.assert_map_rows)."""
     if nbr.is_inference():
         # no version counter: an in-place write could not be seen, so the plan is not cached
         found = _build(nbr, block_m)
@@ -149,6 +149,6 @@ def plan(nbr: torch.Tensor, block_m: int, num_rows: int) -> MapPlan:
     if num_rows not in found.checked_rows:
         rows = built_maps.built_rows(nbr)
         if rows is None or rows > num_rows:
-            launch.check_map_rows(nbr, "nbr", num_rows)
+            index_checks.assert_map_rows(nbr, num_rows, "nbr")
         found.checked_rows.add(num_rows)
     return found

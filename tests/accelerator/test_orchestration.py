@@ -286,6 +286,38 @@ def test_gather_errors_name_the_argument():
     assert error(lambda: ACC["gather_mm_backprop_filter"](f, torch.ones(4, 5), nbr, None, 2)).startswith("groups:")
 
 
+def test_map_rows_assertion_names_the_map_and_the_row_range():
+    """index_checks.assert_map_rows (the CUDA plans' and the NPU gathers' device-side check): entries in
+    [-1, rows) pass, one below -1 or at rows fails with the map's name and the range (at once on CPU
+    tensors, at the next synchronisation on a device)."""
+    from mx_sparse._accelerator import index_checks
+    nbr = torch.tensor([[0, -1], [2, 1]], dtype=torch.int32)
+    index_checks.assert_map_rows(nbr, 3, "nbr")
+    index_checks.assert_map_rows(nbr[:0], 0, "nbr")
+    for bad in (3, -2):
+        with pytest.raises(RuntimeError, match=r"nbr_t: holds an entry outside \[-1, 3\), i.e. not an input row"):
+            index_checks.assert_map_rows(torch.tensor([[0, bad]], dtype=torch.int32), 3, "nbr_t")
+
+
+def test_gathers_check_user_maps_on_the_npu_device_side(monkeypatch):
+    """On a device without checks of its own (the NPU: the AscendC gathers read the named rows
+    unchecked; here meta tensors stand in for one) a gather's map goes through assert_map_rows, a
+    builder's unchanged map does not; CUDA maps are left to their plans, CPU maps raise the CPU
+    kernel's ValueError as before."""
+    from mx_sparse._accelerator import built_maps, index_checks
+    asserted = []
+    monkeypatch.setattr(index_checks, "assert_map_rows", lambda nbr, rows, name="nbr": asserted.append((rows, name)))
+    on_device = torch.zeros((4, 27), dtype=torch.int32, device="meta")
+    index_checks.check_gather_map(on_device, 5)
+    assert asserted == [(5, "nbr")]
+    built_maps.vouch_map(on_device, 5)
+    index_checks.check_gather_map(on_device, 5)
+    assert asserted == [(5, "nbr")]
+    with pytest.raises(ValueError, match="nbr"):
+        index_checks.check_gather_map(torch.full((2, 3), 7, dtype=torch.int32), 5)
+    assert asserted == [(5, "nbr")]
+
+
 def test_fallbacks_are_what_every_device_without_a_kernel_gets():
     for name in registration.PRIMITIVE_NAMES:
         assert torch._C._dispatch_has_kernel_for_dispatch_key(f"mx_sparse::{name}", "CompositeExplicitAutograd")
