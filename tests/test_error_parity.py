@@ -6,9 +6,10 @@ interpreter, must raise the same exception type with the same message. The NPU's
 (float64, coordinates >= 2^24) are the named exceptions: there the CPU and CUDA paths compute and
 the NPU path raises. The table is printed (pytest -s).
 
-On a CUDA or NPU device itself (not exercised here: no GPU, no NPU) a map entry outside [-1, rows) in gather_mm or
+On a CUDA device itself (not exercised here: no GPU) a map entry outside [-1, rows) in gather_mm or
 pooling is a device-side assertion instead (no host synchronisation), as torch's indexing reports
-a bad index."""
+a bad index; on an NPU (not exercised here either) the gathers read such a map on the host and
+raise the CPU kernel's ValueError, pooling asserts device-side."""
 import json
 import os
 import subprocess

@@ -6,9 +6,11 @@ Builders: the flags are computed on the device (for build_subm_map and build_con
 kernels/orchestration/neighbor_map_orchestration.cpp) and travel to the host inside the builder's one
 read (host_sync.py); raising reads the offending row for the message (a second read, on the error
 path only). Map entries: on CPU tensors (MXS_CUDA_ON_CPU=1, MXS_NPU_ON_CPU=1) they are read on
-the host, where that is free, and a bad one raises the CPU kernel's ValueError; on a device (CUDA,
-NPU) the gathers' and pooling's checks stay device-side assertions (no host synchronisation: a
-RuntimeError at the next synchronisation, as torch's own indexing reports a bad index).
+the host, where that is free, and a bad one raises the CPU kernel's ValueError; on a CUDA device
+the gathers' and pooling's checks stay device-side assertions (no host synchronisation: a
+RuntimeError at the next synchronisation, as torch's own indexing reports a bad index); on the NPU
+the gathers read a map the builders did not make on the host (check_gather_map) and pooling asserts
+device-side.
 """
 import torch
 
@@ -38,18 +40,18 @@ def raise_bad_rows(indices, shape, batch_size, bad_row, dup_row, name="indices",
 
 
 def check_gather_map(nbr, num_rows, name="nbr"):
-    """A gather's map entries in [-1, num_rows): on CPU tensors the CPU kernel's ValueError for the
-    lowest map row holding another; on the NPU (and any device but CUDA) a device-side assertion
-    (``assert_map_rows``), as the AscendC gathers read the rows the map names unchecked; on CUDA
-    nothing here: the map's plan asserts the same, once per map and row count (map_plan.plan). A
-    builder's unchanged map is vouched for where it was made, on every device."""
+    """A gather's map entries in [-1, num_rows), read on the host: the CPU kernel's ValueError for
+    the lowest map row holding another. On CPU tensors the read is free; on the NPU (any device but
+    CUDA) it is one host read per call of a map the builders did not make, because the AscendC
+    gathers read the rows a map names unchecked and torch's device-side assertion
+    (``_assert_async``) has kernels for CPU and CUDA only (torch_npu's is not known here). On CUDA
+    nothing here: the map's plan asserts it device-side, once per map and row count
+    (``assert_map_rows`` from map_plan.plan). A builder's unchanged map is vouched for where it
+    was made, on every device: a training step reads nothing here."""
     if nbr.numel() == 0 or nbr.device.type == "cuda":
         return
     built = built_maps.built_rows(nbr)
     if built is not None and built <= num_rows:   # a builder's unchanged map: vouched for where it was made
-        return
-    if nbr.device.type != "cpu":
-        assert_map_rows(nbr, num_rows, name)
         return
     lo, hi = torch.aminmax(nbr)
     if lo >= -1 and hi < num_rows:
@@ -61,7 +63,7 @@ def check_gather_map(nbr, num_rows, name="nbr"):
 def assert_map_rows(nbr, num_rows, name="nbr"):
     """A device-side assertion that every entry of ``nbr`` lies in [-1, num_rows): no host read (a
     RuntimeError at the next synchronisation, as torch's own indexing reports a bad index; at once
-    on CPU tensors). The gathers read the rows a map names without bounds checks."""
+    on CPU tensors). The CUDA gathers' plans run it (map_plan.plan)."""
     if nbr.numel() == 0:
         return
     lo, hi = torch.aminmax(nbr)

@@ -299,23 +299,29 @@ def test_map_rows_assertion_names_the_map_and_the_row_range():
             index_checks.assert_map_rows(torch.tensor([[0, bad]], dtype=torch.int32), 3, "nbr_t")
 
 
-def test_gathers_check_user_maps_on_the_npu_device_side(monkeypatch):
-    """On a device without checks of its own (the NPU: the AscendC gathers read the named rows
-    unchecked; here meta tensors stand in for one) a gather's map goes through assert_map_rows, a
-    builder's unchanged map does not; CUDA maps are left to their plans, CPU maps raise the CPU
-    kernel's ValueError as before."""
+def test_gathers_read_user_maps_on_every_device_but_cuda(monkeypatch):
+    """check_gather_map reads a map the builders did not make (CPU tensors and the NPU, whose
+    AscendC gathers read the named rows unchecked: the CPU kernel's ValueError), reads nothing of a
+    builder's unchanged map, and leaves CUDA maps to their plans' device-side assertion (a fake CUDA
+    tensor here: no data is touched)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from mx_sparse._accelerator import built_maps, index_checks
-    asserted = []
-    monkeypatch.setattr(index_checks, "assert_map_rows", lambda nbr, rows, name="nbr": asserted.append((rows, name)))
-    on_device = torch.zeros((4, 27), dtype=torch.int32, device="meta")
-    index_checks.check_gather_map(on_device, 5)
-    assert asserted == [(5, "nbr")]
-    built_maps.vouch_map(on_device, 5)
-    index_checks.check_gather_map(on_device, 5)
-    assert asserted == [(5, "nbr")]
+    reads = []
+    aminmax = torch.aminmax
+    monkeypatch.setattr(torch, "aminmax", lambda t: reads.append(t.device.type) or aminmax(t))
+    user = torch.tensor([[0, -1], [7, 1]], dtype=torch.int32)
     with pytest.raises(ValueError, match="nbr"):
-        index_checks.check_gather_map(torch.full((2, 3), 7, dtype=torch.int32), 5)
-    assert asserted == [(5, "nbr")]
+        index_checks.check_gather_map(user, 5)
+    index_checks.check_gather_map(user, 8)
+    assert reads == ["cpu", "cpu"]
+    built = user.clone()
+    built_maps.vouch_map(built, 8)
+    index_checks.check_gather_map(built, 8)
+    assert reads == ["cpu", "cpu"]
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        on_cuda = torch.empty((4, 27), dtype=torch.int32, device="cuda")
+    index_checks.check_gather_map(on_cuda, 5)
+    assert reads == ["cpu", "cpu"]
 
 
 def test_fallbacks_are_what_every_device_without_a_kernel_gets():
