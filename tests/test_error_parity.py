@@ -8,8 +8,8 @@ the NPU path raises. The table is printed (pytest -s).
 
 On a CUDA device itself (not exercised here: no GPU) a map entry outside [-1, rows) in gather_mm or
 pooling is a device-side assertion instead (no host synchronisation), as torch's indexing reports
-a bad index; on an NPU (not exercised here either) the gathers read such a map on the host and
-raise the CPU kernel's ValueError, pooling asserts device-side."""
+a bad index; on an NPU (not exercised here either) the gathers and pooling read such a map on the
+host and raise the CPU kernels' ValueErrors."""
 import json
 import os
 import subprocess

@@ -9,8 +9,8 @@ path only). Map entries: on CPU tensors (MXS_CUDA_ON_CPU=1, MXS_NPU_ON_CPU=1) th
 the host, where that is free, and a bad one raises the CPU kernel's ValueError; on a CUDA device
 the gathers' and pooling's checks stay device-side assertions (no host synchronisation: a
 RuntimeError at the next synchronisation, as torch's own indexing reports a bad index); on the NPU
-the gathers read a map the builders did not make on the host (check_gather_map) and pooling asserts
-device-side.
+the gathers and pooling read a map the builders did not make on the host (check_gather_map says
+why), with the CPU kernels' ValueErrors.
 """
 import torch
 
@@ -72,12 +72,17 @@ def assert_map_rows(nbr, num_rows, name="nbr"):
 
 
 def check_pool_map(nbr, num_rows, name="nbr"):
-    """A pooling map's entries in [-1, num_rows): on CPU tensors the CPU kernel's ValueError
-    (lowest and highest entry in the message); on a device a device-side assertion."""
+    """A pooling map's entries in [-1, num_rows): on CUDA a device-side assertion; elsewhere (CPU
+    tensors, the NPU: see check_gather_map for why not an assertion there) read on the host, the
+    CPU kernel's ValueError (lowest and highest entry in the message). A builder's unchanged map is
+    vouched for where it was made: nothing is read or asserted."""
     if nbr.numel() == 0:
         return
+    built = built_maps.built_rows(nbr)
+    if built is not None and built <= num_rows:
+        return
     lo, hi = torch.aminmax(nbr)
-    if nbr.device.type == "cpu":
-        op_args.pool_entries(name, int(lo), int(hi), num_rows)
-    else:
+    if nbr.device.type == "cuda":
         torch._assert_async((lo >= -1) & (hi < num_rows), f"{name}: expected entries in [-1, {num_rows})")
+    else:
+        op_args.pool_entries(name, int(lo), int(hi), num_rows)

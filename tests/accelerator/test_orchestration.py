@@ -300,7 +300,7 @@ def test_map_rows_assertion_names_the_map_and_the_row_range():
 
 
 def test_gathers_read_user_maps_on_every_device_but_cuda(monkeypatch):
-    """check_gather_map reads a map the builders did not make (CPU tensors and the NPU, whose
+    """check_gather_map (and check_pool_map) reads a map the builders did not make (CPU tensors and the NPU, whose
     AscendC gathers read the named rows unchecked: the CPU kernel's ValueError), reads nothing of a
     builder's unchanged map, and leaves CUDA maps to their plans' device-side assertion (a fake CUDA
     tensor here: no data is touched)."""
@@ -322,6 +322,11 @@ def test_gathers_read_user_maps_on_every_device_but_cuda(monkeypatch):
         on_cuda = torch.empty((4, 27), dtype=torch.int32, device="cuda")
     index_checks.check_gather_map(on_cuda, 5)
     assert reads == ["cpu", "cpu"]
+    # pooling's maps likewise (the CPU kernel's message names the lowest and highest entry)
+    with pytest.raises(ValueError, match="nbr"):
+        index_checks.check_pool_map(user, 5)
+    index_checks.check_pool_map(built, 8)
+    assert reads == ["cpu", "cpu", "cpu"]
 
 
 def test_fallbacks_are_what_every_device_without_a_kernel_gets():
