@@ -100,6 +100,13 @@ def built_rows(nbr: torch.Tensor) -> Optional[int]:
     return None if entry is None else entry.rows
 
 
+def built_for(nbr: torch.Tensor, num_rows: int) -> bool:
+    """True when ``nbr`` is a builder's unchanged map whose entries all lie in [-1, num_rows): valid
+    for gathering from ``num_rows`` input rows without a check."""
+    rows = built_rows(nbr)
+    return rows is not None and rows <= num_rows
+
+
 def transpose_of(nbr: torch.Tensor) -> Optional[torch.Tensor]:
     """The transpose kept with a built map (unchanged, and the transpose unchanged too), or None."""
     entry = _entry(nbr)

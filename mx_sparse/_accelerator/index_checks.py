@@ -48,10 +48,7 @@ def check_gather_map(nbr, num_rows, name="nbr"):
     nothing here: the map's plan asserts it device-side, once per map and row count
     (``assert_map_rows`` from map_plan.plan). A builder's unchanged map is vouched for where it
     was made, on every device: a training step reads nothing here."""
-    if nbr.numel() == 0 or nbr.device.type == "cuda":
-        return
-    built = built_maps.built_rows(nbr)
-    if built is not None and built <= num_rows:   # a builder's unchanged map: vouched for where it was made
+    if nbr.numel() == 0 or nbr.device.type == "cuda" or built_maps.built_for(nbr, num_rows):
         return
     lo, hi = torch.aminmax(nbr)
     if lo >= -1 and hi < num_rows:
@@ -76,10 +73,7 @@ def check_pool_map(nbr, num_rows, name="nbr"):
     tensors, the NPU: see check_gather_map for why not an assertion there) read on the host, the
     CPU kernel's ValueError (lowest and highest entry in the message). A builder's unchanged map is
     vouched for where it was made: nothing is read or asserted."""
-    if nbr.numel() == 0:
-        return
-    built = built_maps.built_rows(nbr)
-    if built is not None and built <= num_rows:
+    if nbr.numel() == 0 or built_maps.built_for(nbr, num_rows):
         return
     lo, hi = torch.aminmax(nbr)
     if nbr.device.type == "cuda":

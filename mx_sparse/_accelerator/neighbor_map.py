@@ -98,8 +98,7 @@ def transpose_map(nbr, num_rows):
     cells = num_rows * kvol
     if m == 0 or kvol == 0:
         return torch.full((num_rows, kvol), NO_NEIGHBOR, dtype=torch.int32, device=nbr.device)
-    rows = built_maps.built_rows(nbr)
-    if rows is not None and rows <= num_rows:
+    if built_maps.built_for(nbr, num_rows):
         # a map a builder made: valid by construction, nothing to check or read; its transpose is
         # kept with it for the next call
         kept = built_maps.transpose_of(nbr)

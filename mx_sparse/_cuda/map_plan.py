@@ -147,8 +147,7 @@ def plan(nbr: torch.Tensor, block_m: int, num_rows: int) -> MapPlan:
         if found is None or found.version != nbr._version:
             found = _entries(nbr)[block_m] = _build(nbr, block_m)
     if num_rows not in found.checked_rows:
-        rows = built_maps.built_rows(nbr)
-        if rows is None or rows > num_rows:
+        if not built_maps.built_for(nbr, num_rows):
             index_checks.assert_map_rows(nbr, num_rows, "nbr")
         found.checked_rows.add(num_rows)
     return found
