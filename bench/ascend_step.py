@@ -21,7 +21,6 @@ the commit before a change) through the same workload and model, for before/afte
 """
 import importlib
 import json
-import math
 import sys
 import tempfile
 import time
@@ -108,10 +107,10 @@ def map_torch_ops(layer):
         # key packing, stable sort of N keys, un-permutation nbr[perm[s]] = perm[nbrS[s]] (2 index ops over N*K)
         return torch_op_record("torch (pack, sort, un-permute)", n * 16 + n * sb + 2 * n * K * ib, 5)
     # sort of the N*J candidate keys (J slots per input: the kernel positions on the stride's lattice,
-    # contract.conv_out_slots), unpack of M keys, packing + sort of N input keys, perm lookup of M*K,
+    # contract.conv_out_slot_volume), unpack of M keys, packing + sort of N input keys, perm lookup of M*K,
     # transpose_map for the input gradient (scatter of M*K entries)
     from mx_sparse._core import contract
-    J = math.prod(contract.conv_out_slots(list(layer["kernel"]), list(layer["stride"]), [1] * len(layer["kernel"])))
+    J = contract.conv_out_slot_volume(list(layer["kernel"]), list(layer["stride"]), [1] * len(layer["kernel"]))
     return torch_op_record("torch (sort keys, unpack, sort inputs, permute, transpose)",
                            n * J * sb + m * 40 + n * (16 + sb) + m * K * ib + m * K * ib + n * K * 4, 8)
 

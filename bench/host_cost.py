@@ -45,7 +45,6 @@ headline's cold steps).
 import argparse
 import gc
 import json
-import math
 import os
 import statistics
 import subprocess
@@ -135,7 +134,7 @@ def _remove_triton_device_work(removed):
 def _conv_out_slot_volume(a):
     """J of a mxs_emu_conv_out_keys call (kernel, stride, dilation arrays at a[5], a[6], a[8])."""
     from mx_sparse._core import contract  # mx_sparse is imported after the path's switches are set
-    return math.prod(contract.conv_out_slots(a[5], a[6], a[8]))
+    return contract.conv_out_slot_volume(a[5], a[6], a[8])
 
 
 # The map primitives' outputs, from the arguments of their emulator call (runtime/ascend.py's

@@ -4,6 +4,7 @@ packed_map_args.h, transpose_map_args.h, batch_norm_relu_args.h, voxelize_args.h
 on kernels/common), reached through ``mx_sparse._C.contract`` -- not a copy. The Python
 layer, the compat surfaces and the accelerator launch code call these, so a bad argument gets
 the same ValueError on every backend. Every check raises ValueError naming the argument."""
+import math
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -96,10 +97,10 @@ def conv_lattice(kernel, stride, dilation) -> List[List[int]]:
     return _cc.conv_lattice(list(kernel), list(stride), list(dilation))
 
 
-def conv_out_slots(kernel, stride, dilation) -> List[int]:
-    """_conv_out_keys' slots per axis (conv_lattice): their product is the primitive's output rows
-    per input (the kernel volume at stride 1)."""
-    return [axis[0] for axis in conv_lattice(kernel, stride, dilation)]
+def conv_out_slot_volume(kernel, stride, dilation) -> int:
+    """J, _conv_out_keys' output rows per input: the product of the slots per axis (conv_lattice;
+    the kernel volume at stride 1)."""
+    return math.prod(axis[0] for axis in conv_lattice(kernel, stride, dilation))
 
 
 @_constant_under_compile

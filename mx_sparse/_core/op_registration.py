@@ -195,10 +195,10 @@ def _sorted_key_lookup_fake(query_keys, sorted_keys, key_deltas, group, key_boun
 
 @_register_fake("_conv_out_keys")
 def _conv_out_keys_fake(indices, spatial_shape, batch_size, kernel_size, stride, padding, dilation):
-    from .contract import conv_out_slots
+    from .contract import conv_out_slot_volume
     # one row of keys per slot (the kernel volume at stride 1)
-    slots = _kernel_volume(conv_out_slots(kernel_size, stride, dilation))
-    return indices.new_empty((slots * indices.shape[0],), dtype=torch.int64)
+    return indices.new_empty((conv_out_slot_volume(kernel_size, stride, dilation) * indices.shape[0],),
+                             dtype=torch.int64)
 
 
 @_register_fake("_unique_sorted_keys")

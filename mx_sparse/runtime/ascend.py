@@ -20,7 +20,6 @@ ends the process with exit code 86, exactly as its command-line harnesses do.
 import ctypes
 import fcntl
 import hashlib
-import math
 import os
 import shutil
 import subprocess
@@ -237,7 +236,7 @@ def conv_out_keys(indices: torch.Tensor, spatial_shape: List[int], batch_size: i
     """AscendC ConvOutKeys: int64 [J*N], slot-major, the output-grid key each input row reaches through
     slot j, INT64_MAX if none. Per axis only the kernel positions of the row's residue class modulo
     s / gcd(s, dilation) reach an output; the axis' j-th of them is its slot j and the row's slot is
-    the row-major multi-index of the axis slots, J = prod(contract.conv_out_slots(...)) (the
+    the row-major multi-index of the axis slots, J = contract.conv_out_slot_volume(...) (the
     kernel volume K at stride 1, where slot j is kernel offset j)."""
     idx = _operand("indices", indices, (torch.int32,), 2)
     nd = len(spatial_shape)
@@ -247,7 +246,7 @@ def conv_out_keys(indices: torch.Tensor, spatial_shape: List[int], batch_size: i
                          ("dilation", dilation)):
         if len(values) != nd:
             raise ValueError(f"{name}: expected {nd} values (one per spatial axis), got {list(values)}")
-    slots = math.prod(contract.conv_out_slots(kernel_size, stride, dilation))
+    slots = contract.conv_out_slot_volume(kernel_size, stride, dilation)
     out = torch.empty(slots * idx.shape[0], dtype=torch.int64)
     _call("mxs_emu_conv_out_keys", _ptr(idx), idx.shape[0], nd, _i64_array(spatial_shape), int(batch_size),
           _i64_array(kernel_size), _i64_array(stride), _i64_array(padding), _i64_array(dilation), _ptr(out))
