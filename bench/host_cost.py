@@ -289,34 +289,32 @@ def _phases(net, data, removed, repeats):
     its map lookup or build)] in call order)"""
     import torch
     from mx_sparse.nn.conv import SparseConvolution
-    maps, spent = [], {"backward": 0.0}     # maps: (layer, seconds) of this step's lookups and builds
+    maps, backwards = [], []      # this step's (layer, seconds) of map lookups and builds; backward seconds
 
-    def map_of_layer(layer, *args, **kwargs):
-        start, removed_before = time.thread_time(), removed.seconds
-        try:
-            return indice_data(layer, *args, **kwargs)
-        finally:
-            maps.append((f"{type(layer).__name__} {layer.indice_key}",
-                         time.thread_time() - start - (removed.seconds - removed_before)))
+    def timed(fn, record):
+        def call(*args, **kwargs):
+            start, removed_before = time.thread_time(), removed.seconds
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                record(args, time.thread_time() - start - (removed.seconds - removed_before))
+        return call
 
-    def timed_backward(*args, **kwargs):
-        start, removed_before = time.thread_time(), removed.seconds
-        try:
-            return backward(*args, **kwargs)
-        finally:
-            spent["backward"] += time.thread_time() - start - (removed.seconds - removed_before)
+    def layer_map(args, seconds):
+        maps.append((f"{type(args[0]).__name__} {args[0].indice_key}", seconds))
 
     indice_data, backward = SparseConvolution._indice_data, torch.Tensor.backward
-    SparseConvolution._indice_data, torch.Tensor.backward = map_of_layer, timed_backward
+    SparseConvolution._indice_data = timed(indice_data, layer_map)
+    torch.Tensor.backward = timed(backward, lambda args, seconds: backwards.append(seconds))
     samples, layers = {phase: [] for phase in PHASES}, []
     try:
         for _ in range(repeats):
             maps.clear()
-            spent["backward"] = 0.0
+            backwards.clear()
             total = _timed_step(net, data, removed)
             samples["maps"].append(sum(seconds for _, seconds in maps))
-            samples["backward"].append(spent["backward"])
-            samples["rest"].append(total - samples["maps"][-1] - spent["backward"])
+            samples["backward"].append(sum(backwards))
+            samples["rest"].append(total - samples["maps"][-1] - samples["backward"][-1])
             layers.append(list(maps))
     finally:
         SparseConvolution._indice_data, torch.Tensor.backward = indice_data, backward
@@ -361,6 +359,18 @@ def over_seeds(runs):
     return merged
 
 
+def _per_path_table(results, field, title, columns, cells):
+    """A blank line, ``title`` and a table with a row per path of ``cells(results[path][field])``
+    under ``columns``; nothing unless every path has ``field``."""
+    if not all(field in r for r in results.values()):
+        return []
+    lines = ["", title, "| path | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
+    for path in PATHS:
+        if path in results:
+            lines.append(f"| {path} | " + " | ".join(cells(results[path][field])) + " |")
+    return lines
+
+
 def report(results, repeats):
     base = results.get("cpu")
     seeds = next(iter(results.values())).get("seeds", 1)
@@ -378,23 +388,15 @@ def report(results, repeats):
         ratio = f"{r['host_ms'] / base['host_ms']:.2f}" if base else "-"
         lines.append(f"| {names[path]} | {r['host_ms']:.2f} | {ratio} | {r['triton_launches']} | "
                      f"{r['emulator_launches']} | {r['torch_ops']} | {r['host_reads']} |")
-    if all("back_to_back_ms" in results[path] for path in results):
-        lines += ["", "back to back (the steady state of a training loop: the same steps one after another, no "
-                      "collection among them, each starting with the caches the previous one left; medians)",
-                  "| path | host ms / step | x CPU step |", "| --- | --- | --- |"]
-        for path in PATHS:
-            if path in results:
-                ms = results[path]["back_to_back_ms"]
-                ratio = f"{ms / base['back_to_back_ms']:.2f}" if base else "-"
-                lines.append(f"| {path} | {ms:.2f} | {ratio} |")
-    if all("phases_ms" in results[path] for path in results):
-        lines += ["", "where it goes (ms per step, medians of as many more steps, timed per phase): map lookups and "
-                      "builds, loss.backward(), the rest (forward gathers and BatchNorms, loss, zero_grad)",
-                  "| path | maps | backward | rest |", "| --- | --- | --- | --- |"]
-        for path in PATHS:
-            if path in results:
-                phases = results[path]["phases_ms"]
-                lines.append(f"| {path} | " + " | ".join(f"{phases[phase]:.2f}" for phase in PHASES) + " |")
+    lines += _per_path_table(
+        results, "back_to_back_ms", "back to back (the steady state of a training loop: the same steps one after "
+        "another, no collection among them, each starting with the caches the previous one left; medians)",
+        ("host ms / step", "x CPU step"),
+        lambda ms: (f"{ms:.2f}", f"{ms / base['back_to_back_ms']:.2f}" if base else "-"))
+    lines += _per_path_table(
+        results, "phases_ms", "where it goes (ms per step, medians of as many more steps, timed per phase): map "
+        "lookups and builds, loss.backward(), the rest (forward gathers and BatchNorms, loss, zero_grad)",
+        PHASES, lambda phases: (f"{phases[phase]:.2f}" for phase in PHASES))
     if all("map_layers_us" in results[path] for path in results):
         shown = [path for path in PATHS if path in results]
         lines += ["", "map lookups and builds per layer (us, medians, in call order; reuse by indice_key included)",
