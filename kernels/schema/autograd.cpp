@@ -11,7 +11,9 @@
 // is transposed inside backward and dropped after use. Calling the ops (not
 // kernels) in backward keeps double backward working. The transposed weight is
 // made contiguous here, in one operator (the device primitives read it densely):
-// a plain copy, or for a symmetric map one index_select with the offsets reversed.
+// a plain copy, or for a symmetric map one index_select with the offsets reversed --
+// except where the device reads the weight transposed itself (_gather_mm_transposed:
+// CUDA's Triton gather), when no graph of the backward is recorded: no copy at all.
 //
 // Activated features: gather_mm given source, source_scale, source_shift (features = relu(source
 // * scale + shift), a fused BatchNorm+ReLU output; mx_sparse/nn/conv.py) keeps those instead of
@@ -28,6 +30,7 @@
 #include <string>
 #include <tuple>
 
+#include "../contract/op_args.h"
 #include "../orchestration/device_constants.h"
 #include "batch_norm_relu_forward_op.h"
 
@@ -121,22 +124,51 @@ at::Tensor reversed_contiguous(const at::Tensor& wt) {
   return at::index_select(wt, 0, reversed_offsets(wt.size(0), wt.device()));
 }
 
+// Whether the input gradient can read w in place (_gather_mm_transposed, schema.cpp): g's device
+// has a kernel for it (CUDA, and CPU tensors under MXS_CUDA_ON_CPU=1: the Triton gather reads the
+// weight transposed), one group, real tensors, and no graph of the backward to record (the op
+// has no autograd; create_graph takes gather_mm on the copy, which double backward needs).
+// Elsewhere (the CPU kernels, the NPU) the transposed copy: one operator per backward call.
+bool reads_weight_transposed(const at::Tensor& g, const at::Tensor& w, int64_t groups) {
+  if (groups != 1 || at::GradMode::is_enabled() || traced(g) || traced(w)) return false;
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("mx_sparse::_gather_mm_transposed", "");
+  return op.hasKernelForDispatchKey(c10::computeDispatchKey(g.scalar_type(), g.layout(), g.device()));
+}
+
+// sum_k g[nbr[m, k]] @ w[k']^T, k' = K-1-k with reverse_offsets: gather_mm(g, the transposed
+// (reversed) w, nbr, also) with the weight read in place; the same argument checks as that call.
+at::Tensor call_gather_mm_transposed(const at::Tensor& g, const at::Tensor& w, const at::Tensor& nbr,
+                                     const MaybeMap& also, bool reverse_offsets) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("mx_sparse::_gather_mm_transposed", "")
+                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool)>();
+  check_gather_mm_args(g, w.transpose(1, 2), nbr, also, 1);
+  return op.call(g, w, nbr, reverse_offsets);
+}
+
 // sum_k g[nbr_t[i, k]] @ w[k]^T for the num_rows input rows i: the input
 // gradient of gather_mm(., w, nbr, nbr_t).
 at::Tensor input_gradient(const at::Tensor& g, const at::Tensor& w, const MapPair& maps, const c10::SymInt& num_rows,
                           int64_t groups) {
-  if (maps.symmetric && !maps.nbr_t.has_value())
+  const bool in_place = reads_weight_transposed(g, w, groups);
+  if (maps.symmetric && !maps.nbr_t.has_value()) {
+    if (in_place) return call_gather_mm_transposed(g, w, maps.nbr, std::nullopt, true);
     return call_gather_mm(g, reversed_contiguous(transpose_grouped(w, groups)), maps.nbr, std::nullopt, groups, true);
-  const at::Tensor wt = transpose_grouped(w, groups).contiguous();
+  }
+  at::Tensor nbr_t;
   if (maps.nbr_t.has_value()) {
     // the forward does not read nbr_t (callers without autograd pass any map there); here its
     // rows are the input gradient's
     TORCH_CHECK_VALUE(maps.nbr_t->sym_size(0).sym_eq(num_rows).expect_true(__FILE__, __LINE__),
                       "nbr_t: expected one row per input row (", num_rows, ") for the input gradient, got ",
                       maps.nbr_t->sym_size(0));
-    return call_gather_mm(g, wt, *maps.nbr_t, maps.nbr, groups, false);
+    nbr_t = *maps.nbr_t;
+  } else {
+    nbr_t = call_transpose_map(maps.nbr, num_rows);
   }
-  return call_gather_mm(g, wt, call_transpose_map(maps.nbr, num_rows), maps.nbr, groups, false);
+  if (in_place) return call_gather_mm_transposed(g, w, nbr_t, maps.nbr, false);
+  return call_gather_mm(g, transpose_grouped(w, groups).contiguous(), nbr_t, maps.nbr, groups, false);
 }
 
 // saved: a, b, nbr, nbr_t (or undefined). An activation's scale and shift are kept as data, not

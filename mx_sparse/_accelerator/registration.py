@@ -9,6 +9,10 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   gathers and two Triton map primitives (mx_sparse._cuda: _conv_out_keys, _sorted_key_lookup)
   for CUDA; the AscendC kernels for PrivateUse1 (registered by the C++ binding,
   kernels/ascend/binding/mx_sparse_npu.cpp).
+- The optional input-gradient primitive _gather_mm_transposed (the layer's weight read
+  transposed): CUDA only (mx_sparse._cuda.gather_mm), no fallback; autograd
+  (kernels/schema/autograd.cpp) asks whether the tensors' device has a kernel for it and
+  otherwise makes the transposed weight and calls gather_mm.
 - The fused BatchNorm+ReLU's implementation, chosen inside the orchestration by device type
   (batch_norm_relu.use_kernels): the Triton kernels (mx_sparse._cuda.batch_norm_relu) for CUDA
   tensors; for every other device a few torch operators (batch_norm_operators.py). The NPU's

@@ -211,6 +211,11 @@ def _gather_mm_one_group_fake(features, weight, nbr):
     return features.new_empty((nbr.shape[0], weight.shape[2]))
 
 
+@_register_fake("_gather_mm_transposed")
+def _gather_mm_transposed_fake(features, weight, nbr, reverse_offsets):
+    return features.new_empty((nbr.shape[0], weight.shape[1]))
+
+
 @_register_fake("_gather_mm_backprop_filter_one_group")
 def _gather_mm_backprop_filter_one_group_fake(features, grad, nbr, scale=None, shift=None):
     return features.new_empty((nbr.shape[1], features.shape[1], grad.shape[1]))

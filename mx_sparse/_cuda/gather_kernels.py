@@ -49,6 +49,14 @@ arithmetic (batch_norm_kernels.py: in float64 from T operands, rounded to T, the
 features' dtype), so the gradient is the one of the stored output, bit for bit, without a
 launch that makes it.
 
+WEIGHT_T (gather_mm_kernel; the input gradient of a convolution, gather_mm.py
+gather_mm_transposed): weight is the layer's own [K, Cout, Cin] (this launch's cout and cin the
+other way round) and offset k multiplies weight[k_first + k_step * k]^T, read in place: the
+transposed weight, offsets reversed for a symmetric map (k_first = K-1, k_step = -1), costs no
+copy and no launch (autograd.cpp made one per backward before). Only the weight's addresses
+differ: the same products summed in the same order as on the copy, bit for bit. k_first and
+k_step are plain scalars (0 and 1 otherwise), so one variant serves both directions.
+
 COUNT (tests and bench only): every tl.dot adds its BLOCK_M x BLOCK_N x BLOCK_K multiply-adds
 to an int64 counter (launch.counting_steps); False in every shipped build.
 
@@ -72,6 +80,8 @@ interpreter_compat.apply()       # triton 3.6's interpreter: loops over scalars 
 # value 1 and each multiple of 16 it meets): every launch runs one of the variants that
 # cubins.py compiles and checks. Pointers are 16-byte aligned (launch.run ensures it).
 _SCALARS = ["m", "n_in", "kvol", "cin", "cout", "gates", "splits"]
+# gather_mm_kernel's weight offset map (WEIGHT_T launches only read them): weight slice k_first + k_step * k
+_WEIGHT_OFFSET_SCALARS = ["k_first", "k_step"]
 
 
 @triton.jit
@@ -82,13 +92,24 @@ def _count_step(counter, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: 
         tl.atomic_add(counter, BLOCK_M * BLOCK_N * BLOCK_K)
 
 
-@triton.jit(do_not_specialize=_SCALARS[:6] + ["span"])
+@triton.jit
+def _weight_at(k, c, cols, cin, cout, k_first, k_step, WEIGHT_T: tl.constexpr):
+    """Offsets of the [BLOCK_K, BLOCK_N] weight block of (offset k, channel c) pairs x output
+    columns: weight[k][c][col] of a [K, Cin, Cout] weight, or with WEIGHT_T weight[k'][col][c] of
+    the layer's [K, Cout, Cin] (k' = k_first + k_step * k). k is a scalar (ALIGNED steps: one
+    offset) or a [BLOCK_K, 1] column (one offset per pair); c is [BLOCK_K]."""
+    if WEIGHT_T:
+        return ((k_first + k_step * k) * cout + cols[None, :]) * cin + c[:, None]
+    return (k * cin + c[:, None]) * cout + cols[None, :]
+
+
+@triton.jit(do_not_specialize=_SCALARS[:6] + ["span"] + _WEIGHT_OFFSET_SCALARS)
 def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, stats, tile_present, lists, list_counts, counter,
-                     m, n_in, kvol, cin, cout, gates, span,
+                     m, n_in, kvol, cin, cout, gates, span, k_first, k_step,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                      PRECISION: tl.constexpr, WIDEN: tl.constexpr, ACC: tl.constexpr, COUNT: tl.constexpr,
                      ALIGNED: tl.constexpr, CHANNELS_FIRST: tl.constexpr, STATS: tl.constexpr,
-                     LISTS: tl.constexpr, BLOCK_T: tl.constexpr):
+                     LISTS: tl.constexpr, BLOCK_T: tl.constexpr, WEIGHT_T: tl.constexpr):
     # program (tile of sorted map rows, block of output channels); with LISTS, the programs past
     # the last tile build the weight gradient's tile lists instead (one gate each, channel block 0)
     if LISTS:
@@ -129,7 +150,8 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, stats, 
             src = tl.load(nbr + (rows * kvol + k), mask=row_live, other=-1)
             present = (src >= 0) & (src < n_in)
             a = tl.load(features + (src.to(tl.int64) * cin)[:, None] + c[None, :], mask=present[:, None], other=0.0)
-            w = tl.load(weight + ((k * cin + c)[:, None] * cout + w_cols), mask=w_live, other=0.0)
+            w = tl.load(weight + _weight_at(k, c, cols, cin, cout, k_first, k_step, WEIGHT_T), mask=w_live,
+                        other=0.0)
         else:
             r = r0 + steps                      # pair r: the tile's (r // cin)-th present offset, channel r % cin
             j = r // cin
@@ -139,7 +161,8 @@ def gather_mm_kernel(features, weight, nbr, order, counts, offsets, out, stats, 
             src = tl.load(nbr + (map_rows + k[None, :]), mask=row_live[:, None] & r_live[None, :], other=-1)
             present = (src >= 0) & (src < n_in)
             a = tl.load(features + (src.to(tl.int64) * cin + c[None, :]), mask=present, other=0.0)
-            w = tl.load(weight + ((k * cin + c)[:, None] * cout + w_cols), mask=r_live[:, None] & w_live, other=0.0)
+            w = tl.load(weight + _weight_at(k[:, None], c, cols, cin, cout, k_first, k_step, WEIGHT_T),
+                        mask=r_live[:, None] & w_live, other=0.0)
         if WIDEN:
             a = a.to(tl.float32)
             w = w.to(tl.float32)

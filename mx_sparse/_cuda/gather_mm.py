@@ -4,6 +4,8 @@ The argument checks and the per-group loop are the accelerator orchestration's
 (mx_sparse/_accelerator/gather_mm.py); here only what the kernels themselves need.
 
   _gather_mm_one_group:                 out[m] = sum_k features[nbr[m, k]] @ weight[k]
+  _gather_mm_transposed:                out[m] = sum_k features[nbr[m, k]] @ weight[k']^T, k' = k or K-1-k
+                                        (the input gradient, weight read in place: WEIGHT_T)
   _gather_mm_backprop_filter_one_group: dW[k]  = sum_m a[nbr[m, k]]^T (x) grad[m], a = features, or
                                         relu(features * scale + shift) applied as the kernel loads
                                         them (ACTIVATION: no recompute launch in the backward of a
@@ -22,6 +24,7 @@ map_plan.plan), once per map.
 import torch
 from .._core.weak_id_map import WeakIdMap
 
+from .._accelerator import index_checks
 from . import launch, map_plan, tile_lists, tiles
 
 # CUDA's limit on the second and third grid dimensions (output-channel blocks).
@@ -52,14 +55,15 @@ def _check_int32(features: int, nbr: int, name: str, size: int) -> None:
 class _Shaped:
     """What a gather_mm launch takes that its shapes alone decide (not the map's entries): tile, grid,
     scalars and keyword arguments, for one (output rows, offsets, input rows, Cin, Cout, dtype, TF32
-    switch, counting, moments): made once per such key and shared by every map of that shape (a
-    network repeats a few shapes, and a training step brings fresh maps)."""
+    switch, counting, moments, weight layout): made once per such key and shared by every map of
+    that shape (a network repeats a few shapes, and a training step brings fresh maps).
+    ``transposed``: the weight is a layer's [K, Cout, Cin], read transposed (WEIGHT_T)."""
     __slots__ = ("dtype", "tile", "grid", "scalars", "constexprs", "lists_constexprs", "tiles", "block_m", "gates",
                  "lists_shape", "stats")
 
-    def __init__(self, features, weight, nbr, stats):
+    def __init__(self, features, weight, nbr, stats, transposed=False):
         m, kvol = nbr.shape
-        n_in, cin, cout = features.shape[0], features.shape[1], weight.shape[2]
+        n_in, cin, cout = features.shape[0], features.shape[1], weight.shape[1 if transposed else 2]
         _check_int32(n_in, m, "weight", weight.numel())
         self.dtype = launch.operand_type(features.dtype)
         tile = tiles.gather_tile(self.dtype, kvol, cin, cout)
@@ -83,7 +87,8 @@ class _Shaped:
         self.constexprs = dict(BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, BLOCK_K=tile.block_k,
                                ALIGNED=tile.aligned, num_warps=tile.num_warps, num_stages=tile.num_stages,
                                **constants, CHANNELS_FIRST=tiles.channels_first(self.dtype, constants["PRECISION"], tile),
-                               STATS=stats, **launch.count_constant(), BLOCK_T=tile_lists.BLOCK_T)
+                               STATS=stats, **launch.count_constant(), BLOCK_T=tile_lists.BLOCK_T,
+                               WEIGHT_T=transposed)
         self.lists_constexprs = dict(self.constexprs, LISTS=True)
         self.constexprs["LISTS"] = False
 
@@ -125,12 +130,13 @@ def _kept(nbr, key, make):
     return found
 
 
-def _prepared(features, weight, nbr, stats) -> _Launch:
-    key = (features.shape[0], features.shape[1], weight.shape[2], features.dtype,
-           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], stats)
+def _prepared(features, weight, nbr, stats, transposed=False) -> _Launch:
+    key = (features.shape[0], features.shape[1], weight.shape[1 if transposed else 2], features.dtype,
+           features.dtype == torch.float32 and launch.tf32_allowed(), launch.count_constant()["COUNT"], stats,
+           transposed)
     shaped = (*nbr.shape, *key)
-    return _kept(nbr, key, lambda: _Launch(_by_shape(shaped, lambda: _Shaped(features, weight, nbr, stats)), nbr,
-                                           features.shape[0]))
+    return _kept(nbr, key, lambda: _Launch(_by_shape(shaped, lambda: _Shaped(features, weight, nbr, stats, transposed)),
+                                           nbr, features.shape[0]))
 
 
 # gather_mm output -> (its version, stats [tiles, 2, Cout] float64, rows per tile): the per-tile moments a forward
@@ -167,12 +173,35 @@ def gather_mm_one_group(features, weight, nbr):
     if lists is None:
         launch.run(launch.kernels().gather_mm_kernel, "gather_mm", shaped.dtype, shaped.tile, shaped.grid,
                    (features, weight, nbr, *args.plan, out, moments, nbr, nbr, nbr, counter), *shaped.scalars, 0, 0,
-                   **shaped.constexprs)
+                   *_WEIGHT_AS_IS, **shaped.constexprs)
     else:
         launch.run(launch.kernels().gather_mm_kernel, "gather_mm", shaped.dtype, shaped.tile,
                    (shaped.grid[0] + shaped.gates[0], shaped.grid[1], 1),
                    (features, weight, nbr, *args.plan, out, moments, args.present, *lists, counter), *shaped.scalars,
-                   *shaped.gates, **shaped.lists_constexprs)
+                   *shaped.gates, *_WEIGHT_AS_IS, **shaped.lists_constexprs)
+    launch.record_steps("gather_mm", counter)
+    return out
+
+
+# gather_mm_kernel's (k_first, k_step): offset k reads weight slice k_first + k_step * k
+_WEIGHT_AS_IS = (0, 1)
+
+
+def gather_mm_transposed(features, weight, nbr, reverse_offsets):
+    """out[m] = sum_k features[nbr[m, k]] @ weight[k']^T with k' = K-1-k (``reverse_offsets``) or k,
+    for a layer's weight [K, Cout, Cin] read where it lies (WEIGHT_T): the input gradient of a
+    convolution (kernels/schema/autograd.cpp) without the transposed (and reversed) copy of the
+    weight it would otherwise make per backward. No moments, no tile lists (a backward launch)."""
+    index_checks.check_gather_map(nbr, features.shape[0])   # CPU tensors: the CPU kernel's error
+    features, weight, nbr = launch.aligned_all(features, weight, nbr)
+    args = _prepared(features, weight, nbr, False, transposed=True)
+    shaped = args.shaped
+    out = features.new_empty((nbr.shape[0], weight.shape[1]))
+    counter = launch.step_counter(features)
+    kvol = nbr.shape[1]
+    launch.run(launch.kernels().gather_mm_kernel, "gather_mm", shaped.dtype, shaped.tile, shaped.grid,
+               (features, weight, nbr, *args.plan, out, out, nbr, nbr, nbr, counter), *shaped.scalars, 0, 0,
+               *((kvol - 1, -1) if reverse_offsets else _WEIGHT_AS_IS), **shaped.constexprs)
     launch.record_steps("gather_mm", counter)
     return out
 
@@ -292,5 +321,6 @@ def split_tickets(like: torch.Tensor, blocks: int) -> torch.Tensor:
 
 PRIMITIVES = {
     "_gather_mm_one_group": gather_mm_one_group,
+    "_gather_mm_transposed": gather_mm_transposed,
     "_gather_mm_backprop_filter_one_group": gather_mm_backprop_filter_one_group,
 }

@@ -9,8 +9,8 @@ import itertools
 import pytest
 import torch
 
-from cuda_cases import (CPU, CUDA, assert_close_to, cpu_is_cuda_path, launched, operands, references,  # noqa: F401
-                        run_cuda_path, triton_on_cpu)
+from cuda_cases import (CPU, CUDA, TRITON_PRIMITIVES, assert_close_to, cpu_is_cuda_path, launched,  # noqa: F401
+                        operands, references, run_cuda_path, triton_on_cpu)
 from mx_sparse._cuda import launch, tiles
 
 pytestmark = [cpu_is_cuda_path, pytest.mark.usefixtures("triton_on_cpu")]
@@ -295,3 +295,37 @@ def test_a_map_made_under_inference_mode_gets_an_uncached_plan():
         out = CUDA["gather_mm"](features, weight, inference_nbr, None, 1)
         assert inference_nbr not in map_plan._cache
     assert_close_to(out, expected[0], torch.float32, "gather_mm")
+
+
+# (K, Cin, Cout of the layer): aligned and generic tiles, K = 1 (nothing to reverse), 8 and 27
+TRANSPOSED_SHAPES = [(27, 16, 32), (27, 3, 16), (8, 32, 64), (1, 5, 7), (27, 64, 64)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kvol,cin,cout", TRANSPOSED_SHAPES)
+def test_input_gradient_reads_the_layer_weight_in_place(kvol, cin, cout, dtype):
+    """_gather_mm_transposed (WEIGHT_T) on the layer's own weight equals the gather on the
+    transposed copy autograd made before, offsets reversed or not, bit for bit: only the weight's
+    addresses differ, not the products or their order."""
+    layer_weight = operands(40, 50, kvol, cin, cout, 1, dtype, seed=kvol + cin)[1]
+    grad, _, _, nbr = operands(50, 40, kvol, cout, cin, 1, dtype, seed=cout)   # grad [40, Cout], nbr [50, K]
+    for reverse in (False, True):
+        copy = layer_weight.transpose(1, 2)
+        copy = (copy.flip(0) if reverse else copy).contiguous()
+        expected = TRITON_PRIMITIVES["_gather_mm_one_group"](grad, copy, nbr)
+        actual = TRITON_PRIMITIVES["_gather_mm_transposed"](grad, layer_weight, nbr, reverse)
+        assert torch.equal(actual, expected), (reverse, (actual - expected).abs().max())
+
+
+@pytest.mark.parametrize("dtype,tile", tiles.GATHER_TILES, ids=_config_id)
+def test_every_gather_tile_runs_with_the_weight_transposed(dtype, tile):
+    """Each gather tile the dispatcher can pick, as the input gradient launches it (WEIGHT_T),
+    against the float64 reference of the gather on the transposed copy."""
+    kvol, cin_g, cout_g = _shape_for("gather_mm", dtype, tile)       # the launch's (K, Cin, Cout)
+    torch_dtype = TORCH_DTYPE[dtype]
+    grad, copy, _, nbr = operands(70, 60, kvol, cin_g, cout_g, 1, torch_dtype, seed=kvol + cout_g)
+    layer_weight = copy.flip(0).transpose(1, 2).contiguous()          # [K, Cout_g, Cin_g], offsets reversed
+    actual = TRITON_PRIMITIVES["_gather_mm_transposed"](grad, layer_weight, nbr, True)
+    reference = CPU.gather_mm(grad.double(), copy.double(), nbr, None, 1)
+    assert_close_to(actual, reference, torch_dtype, "transposed gather")
+    assert (dtype, tile.name()) in launched("gather_mm")

@@ -53,7 +53,7 @@ def configurations():
     acc_type = {"fp32": tl.float32, "fp64": tl.float64}
     ints = {name: "i32" for name in ("m", "n_in", "kvol", "cin", "cout")}
     from mx_sparse._cuda import tile_lists
-    for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ("gates", "span")),
+    for kernel, table, extra in (("gather_mm_kernel", tiles.GATHER_TILES, ("gates", "span", "k_first", "k_step")),
                                  ("filter_splits_kernel", tiles.FILTER_TILES, ("gates", "splits"))):
         for dtype, tile in table:
             ptr = POINTER[dtype]
@@ -79,7 +79,7 @@ def configurations():
                     # aligned, builds the tile lists (STATS=False is it without that epilogue, LISTS=False
                     # without the list-building programs' branch), as gather_mm.py launches them
                     constexprs.update(STATS=tile.aligned or dtype in ("fp32", "fp64"), LISTS=tile.aligned,
-                                      BLOCK_T=tile_lists.BLOCK_T)
+                                      BLOCK_T=tile_lists.BLOCK_T, WEIGHT_T=False)
                 if kernel == "filter_splits_kernel":
                     # the variant that adds the splits (SUM_SPLITS=False is it without that epilogue),
                     # plain and applying the activation of a fused BatchNorm+ReLU's output as it
@@ -97,7 +97,11 @@ def configurations():
 
 
 def _variants(kernel, constexprs):
-    """The compiled variants of one configuration: the filter kernel plain and with ACTIVATION."""
+    """The compiled variants of one configuration: the filter kernel plain and with ACTIVATION; the
+    gather as the forward launches it and as the input gradient does (WEIGHT_T: the layer's weight
+    read transposed, no moments, no tile lists; gather_mm.gather_mm_transposed)."""
+    if kernel == "gather_mm_kernel":
+        return [constexprs, dict(constexprs, STATS=False, LISTS=False, WEIGHT_T=True)]
     if kernel != "filter_splits_kernel":
         return [constexprs]
     return [dict(constexprs, ACTIVATION=False), dict(constexprs, ACTIVATION=True)]
@@ -275,7 +279,8 @@ def compile_all(only=frozenset()):
             for arch in ARCHS:
                 record = {"kernel": kernel, "dtype": dtype, "precision": precision, "tile": tile, "arch": f"sm_{arch}",
                           "channels_first": bool(constexprs.get("CHANNELS_FIRST", False)),
-                          "activation": bool(constexprs.get("ACTIVATION", False))}
+                          "activation": bool(constexprs.get("ACTIVATION", False)),
+                          "weight_t": bool(constexprs.get("WEIGHT_T", False))}
                 record.update(compile_one(module, kernel, signature, constexprs, options, arch))
                 records.append(record)
     return records
@@ -286,7 +291,8 @@ def problems(records):
     found = []
     for r in records:
         arch = int(r["arch"][3:])
-        name = f"{r['kernel']}{'+activation' if r.get('activation') else ''} {r['dtype']}/{r['precision']} {r['tile']} {r['arch']}"
+        variant = "+activation" if r.get("activation") else "+weight_t" if r.get("weight_t") else ""
+        name = f"{r['kernel']}{variant} {r['dtype']}/{r['precision']} {r['tile']} {r['arch']}"
         if r["spill_stores"] or r["spill_loads"]:
             found.append(f"{name}: spills ({r['spill_stores']} B stored, {r['spill_loads']} B loaded)")
         if r["shared"] > MAX_SHARED[arch]:
@@ -352,7 +358,7 @@ def table(records) -> str:
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     rows = {}
     for r in records:
-        kernel = r["kernel"] + (" (activation)" if r.get("activation") else "")
+        kernel = r["kernel"] + (" (activation)" if r.get("activation") else " (weight transposed)" if r.get("weight_t") else "")
         rows.setdefault((kernel, r["dtype"], r["precision"], r["tile"]), {})[r["arch"]] = r
     for (kernel, dtype, precision, tile), per_arch in rows.items():
         a, h = per_arch["sm_80"], per_arch["sm_90"]
