@@ -181,10 +181,10 @@ ForwardResult forward(const at::Tensor& input, const MaybeTensor& weight, const 
   const at::Tensor& invstd = std::get<2>(statistics);
   const auto [scale, shift] = scale_shift(mean, invstd, weight, bias);
   const at::Tensor y = at::addcmul(shift, x, scale).relu_();
-  // one [3, C] float64 block, stacked and widened by one operator (stack into a float64 out):
-  // mean and invstd for the contract, shift for the backward's gate
-  at::Tensor block = at::empty({3, mean.size(0)}, mean.options().dtype(at::kDouble));
-  const auto rows = at::stack_out(block, {mean, invstd, shift}).unbind();
+  // one [3, C] float64 block (one stack, one cast): mean and invstd for the contract, shift for
+  // the backward's gate. (Not one stack into a float64 out: torch_npu's stack.out requires an out
+  // of the inputs' dtype, which ATen's CPU kernel does not.)
+  const auto rows = at::stack({mean, invstd, shift}).to(at::kDouble).unbind();
   forward_twins().put(rows[0], rows[1], shift, mean, invstd, rows[2]);
   return {held(y, input.scalar_type()), rows[0], rows[1], scale, shift};
 }

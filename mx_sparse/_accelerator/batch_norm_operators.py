@@ -16,11 +16,11 @@ and aclnnBatchNormBackward; never run on an NPU here). native_batch_norm also wr
 output that is not used: one more pass over the features on the device, for 11 fewer host
 operators a call:
 
-  forward           6 operators: native_batch_norm (mean, invstd and the running blend with the
+  forward           7 operators: native_batch_norm (mean, invstd and the running blend with the
                     unbiased variance), scale and shift ([C]), one addcmul + relu_ for y, mean,
                     invstd and shift widened to float64 (the rows of one [3, C] tensor: one
-                    stack into a float64 out; mean and invstd are the contract's float64 outputs,
-                    the shift row is the backward's ReLU gate)
+                    stack, one cast; mean and invstd are the contract's float64 outputs, the
+                    shift row is the backward's ReLU gate)
   scale_shift_relu  2 operators (3 for float16 / bfloat16 features: a cast)
   backward          4 operators: the ReLU gate (one float64 addcmul narrowed to float32, one
                     leaky_relu_backward of slope 0), then native_batch_norm_backward over x
