@@ -124,27 +124,35 @@ at::Tensor reversed_contiguous(const at::Tensor& wt) {
   return at::index_select(wt, 0, reversed_offsets(wt.size(0), wt.device()));
 }
 
-// Whether the input gradient can read w in place (_gather_mm_transposed, schema.cpp): g's device
-// has a kernel for it (CUDA, and CPU tensors under MXS_CUDA_ON_CPU=1: the Triton gather reads the
-// weight transposed), one group, real tensors, and no graph of the backward to record (the op
-// has no autograd; create_graph takes gather_mm on the copy, which double backward needs).
-// Elsewhere (the CPU kernels, the NPU) the transposed copy: one operator per backward call.
+using GatherMmTransposedOp = c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                                                  const at::Tensor&, bool)>;
+
+// _gather_mm_transposed (schema.cpp), looked up once.
+const GatherMmTransposedOp& gather_mm_transposed_op() {
+  static const GatherMmTransposedOp op = c10::Dispatcher::singleton()
+                                             .findSchemaOrThrow("mx_sparse::_gather_mm_transposed", "")
+                                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                                               const at::Tensor&, bool)>();
+  return op;
+}
+
+// Whether the input gradient can read w in place (_gather_mm_transposed): g's device has a kernel
+// for it (CUDA, and CPU tensors under MXS_CUDA_ON_CPU=1: the Triton gather reads the weight
+// transposed), one group, real tensors, and no graph of the backward to record (the op has no
+// autograd; create_graph takes gather_mm on the copy, which double backward needs). Elsewhere
+// (the CPU kernels, the NPU) the transposed copy: one operator per backward call.
 bool reads_weight_transposed(const at::Tensor& g, const at::Tensor& w, int64_t groups) {
   if (groups != 1 || at::GradMode::is_enabled() || traced(g) || traced(w)) return false;
-  static const c10::OperatorHandle op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("mx_sparse::_gather_mm_transposed", "");
-  return op.hasKernelForDispatchKey(c10::computeDispatchKey(g.scalar_type(), g.layout(), g.device()));
+  return gather_mm_transposed_op().hasKernelForDispatchKey(
+      c10::computeDispatchKey(g.scalar_type(), g.layout(), g.device()));
 }
 
 // sum_k g[nbr[m, k]] @ w[k']^T, k' = K-1-k with reverse_offsets: gather_mm(g, the transposed
 // (reversed) w, nbr, also) with the weight read in place; the same argument checks as that call.
 at::Tensor call_gather_mm_transposed(const at::Tensor& g, const at::Tensor& w, const at::Tensor& nbr,
                                      const MaybeMap& also, bool reverse_offsets) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("mx_sparse::_gather_mm_transposed", "")
-                       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, bool)>();
   check_gather_mm_args(g, w.transpose(1, 2), nbr, also, 1);
-  return op.call(g, w, nbr, reverse_offsets);
+  return gather_mm_transposed_op().call(g, w, nbr, reverse_offsets);
 }
 
 // sum_k g[nbr_t[i, k]] @ w[k]^T for the num_rows input rows i: the input

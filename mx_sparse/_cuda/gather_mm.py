@@ -152,6 +152,10 @@ def _wants_stats(weight) -> bool:
     return weight.requires_grad
 
 
+# gather_mm_kernel's (k_first, k_step): offset k reads weight slice k_first + k_step * k
+_WEIGHT_AS_IS = (0, 1)
+
+
 def gather_mm_one_group(features, weight, nbr):
     wanted = _wants_stats(weight)      # (asked first: a contiguous copy made here would not require grad)
     features, weight, nbr = launch.aligned_all(features, weight, nbr)
@@ -181,10 +185,6 @@ def gather_mm_one_group(features, weight, nbr):
                    *shaped.gates, *_WEIGHT_AS_IS, **shaped.lists_constexprs)
     launch.record_steps("gather_mm", counter)
     return out
-
-
-# gather_mm_kernel's (k_first, k_step): offset k reads weight slice k_first + k_step * k
-_WEIGHT_AS_IS = (0, 1)
 
 
 def gather_mm_transposed(features, weight, nbr, reverse_offsets):
