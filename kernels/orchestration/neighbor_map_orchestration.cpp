@@ -172,6 +172,21 @@ std::pair<at::Tensor, at::Tensor> flags_and_outside(const at::Tensor& idx, c10::
   return {at::stack({bad_row, dup_row}), outside};
 }
 
+// What a submanifold build reads of unchecked indices (the common case: they pass): [lowest value
+// of each column, highest value of each column, 1 if two rows share a key, else 0], idx's dtype,
+// from idx [N, 1+nd] (N >= 1) and its keys sorted. The host compares it with the limits
+// (SubmMapBuild::passes); only indices that fail get flags_and_outside (a second read, on the error
+// path), which names the row. Four kernels (aminmax, eq, any, cat) where the flags take eleven:
+// in a training step this is the first build's, and each kernel the step touches first after a
+// collection costs the host ~20 us (issue 32).
+at::Tensor check_summary(const at::Tensor& idx, const at::Tensor& sorted_keys) {
+  const int64_t n = idx.size(0);
+  auto [lowest, highest] = at::aminmax(idx, 0);
+  const at::Tensor twice = n < 2 ? at::zeros({1}, idx.options())
+                                 : (sorted_keys.narrow(0, 1, n - 1) == sorted_keys.narrow(0, 0, n - 1)).any().view({1});
+  return at::cat({lowest, highest, twice});   // (bool promotes to idx's integer type)
+}
+
 // ---- rows (neighbor_map._rows)
 
 // Sorted positions [S, K] (or -1) -> the input rows they hold (or -1), int32: one gather from the
@@ -190,7 +205,7 @@ class SubmMapBuild {
  public:
   SubmMapBuild(const at::Tensor& indices, const Values& spatial_shape, int64_t batch_size, const Values& kernel_size,
                const Values& dilation, bool indices_checked, bool indices_sorted)
-      : device_(indices.device()) {
+      : device_(indices.device()), shape_(spatial_shape), batch_size_(batch_size) {
     const Grid grid = make_grid(spatial_shape, batch_size);
     check_index_layout(indices, grid.ndim);
     const Values ones(grid.ndim, 1), zeros(grid.ndim, 0);
@@ -213,12 +228,31 @@ class SubmMapBuild {
       return;
     }
     std::tie(keys_, order_) = at::sort(pack(indices, padded_, reach), std::optional<bool>(true), -1, false);
-    if (!indices_checked) checks = flags_and_outside(indices, spatial_shape, batch_size, keys_, order_).first;
+    if (!indices_checked) {
+      indices_ = indices;
+      checks = check_summary(indices, keys_);
+    }
   }
 
-  // The value checks to read ([bad_row, dup_row]); None when the caller vouched for the indices
-  // or there are none.
+  // The value checks to read (check_summary); None when the caller vouched for the indices or
+  // there are none.
   std::optional<at::Tensor> checks;
+
+  // Whether the read `checks` say every row lies inside the grid and the batch, no voxel twice.
+  bool passes(const Values& read) const {
+    const size_t columns = 1 + shape_.size();
+    TORCH_CHECK(read.size() == 2 * columns + 1, "SubmMapBuild.passes: expected the ", 2 * columns + 1,
+                " values of checks, got ", read.size());
+    for (size_t c = 0; c < columns; ++c)
+      if (read[c] < 0 || read[columns + c] >= (c == 0 ? batch_size_ : shape_[c - 1])) return false;
+    return read[2 * columns] == 0;
+  }
+
+  // [bad_row, dup_row] (flags_and_outside) of indices that failed `passes`: what the error names.
+  at::Tensor flags() const {
+    TORCH_CHECK(indices_.defined(), "SubmMapBuild.flags: the indices were vouched for, nothing was checked");
+    return flags_and_outside(indices_, shape_, batch_size_, keys_, order_).first;
+  }
 
   // (the map, the lookup's result) once the checks (if any) have passed: every offset's neighbour
   // found in the sorted keys (the lookup: one row per sorted voxel), the positions turned into rows
@@ -246,9 +280,9 @@ class SubmMapBuild {
 
  private:
   c10::Device device_;
-  Values kernel_, dilation_, padded_;
-  int64_t kvol_ = 0, n_ = 0, bound_ = 0;
-  at::Tensor keys_, order_;
+  Values shape_, kernel_, dilation_, padded_;
+  int64_t batch_size_ = 0, kvol_ = 0, n_ = 0, bound_ = 0;
+  at::Tensor indices_, keys_, order_;   // indices_: kept while unchecked, for flags()
 };
 
 // ---- the strided map
@@ -396,6 +430,8 @@ void register_map_orchestration_functions(pybind11::module_& module) {
            py::arg("indices"), py::arg("spatial_shape"), py::arg("batch_size"), py::arg("kernel_size"),
            py::arg("dilation"), py::arg("indices_checked"), py::arg("indices_sorted") = false)
       .def_readonly("checks", &SubmMapBuild::checks)
+      .def("passes", &SubmMapBuild::passes, py::arg("read"))
+      .def("flags", &SubmMapBuild::flags)
       .def("finish", &SubmMapBuild::finish)
       .def("in_input_order", &SubmMapBuild::in_input_order, py::arg("per_lookup_row"));
   py::class_<ConvMapBuild>(m, "ConvMapBuild")

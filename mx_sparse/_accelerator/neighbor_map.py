@@ -56,9 +56,11 @@ def build_subm_map(indices, spatial_shape, batch_size, kernel_size, dilation):
     build = _orchestration.SubmMapBuild(indices, spatial_shape, batch_size, kernel_size, dilation,
                                         *built_maps.indices_state(indices, spatial_shape, batch_size))
     if build.checks is not None:
-        # indices a builder emitted, or checked before on this grid, are not read again
-        index_checks.raise_bad_rows(indices, spatial_shape, batch_size,
-                                    *host_sync.read(build.checks, "build_subm_map: value checks"))
+        # indices a builder emitted, or checked before on this grid, are not read again; those that
+        # fail are read once more, for the row the error names
+        if not build.passes(host_sync.read(build.checks, "build_subm_map: value checks")):
+            index_checks.raise_bad_rows(indices, spatial_shape, batch_size,
+                                        *host_sync.read(build.flags(), "build_subm_map: the error message"))
         built_maps.vouch_indices(indices, spatial_shape, batch_size)
     nbr, found = build.finish()    # the lookup and the rows in input order
     if indices.shape[0]:
