@@ -341,11 +341,9 @@ class ConvMapBuild {
     else
       std::tie(in_keys_, order_) = at::sort(pack(indices, padded_, padding), std::optional<bool>(true), -1, false);
     const Values& ends = pads_end.has_value() ? *pads_end : padding;
-    at::Tensor count;
     if (indices_checked) {  // indices a builder emitted or checked on this grid: only the count is read
       pair_keys_ = conv_out_keys(indices, spatial_shape, batch_size, kernel_size, stride, padding, ends, dilation);
-      std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(*pair_keys_)));
-      to_read = count;
+      to_read = output_voxels();
       return;
     }
     auto [flags, outside] = flags_and_outside(indices, spatial_shape, batch_size, in_keys_, order_);
@@ -353,8 +351,7 @@ class ConvMapBuild {
     // valid, rows outside stand in as row (0, 0, ...), and a bad row raises before any result is used
     const at::Tensor inside = at::where(outside.unsqueeze(1), at::Scalar(0), indices);
     pair_keys_ = conv_out_keys(inside, spatial_shape, batch_size, kernel_size, stride, padding, ends, dilation);
-    std::tie(out_keys_, count) = map_primitives().unique_sorted_keys.call(std::get<0>(at::sort(*pair_keys_)));
-    to_read = at::cat({flags, count.to(at::kLong)});
+    to_read = at::cat({flags, output_voxels().to(at::kLong)});
   }
 
   // The output grid's extent per axis (the op's third result).
@@ -382,19 +379,40 @@ class ConvMapBuild {
       return {at::empty({0, static_cast<int64_t>(1 + out_shape.size())}, int32_on(device_)),
               at::empty({0, kvol_}, int32_on(device_)), out_shape, at::empty({0, kvol_}, int32_on(device_))};
     check_row_count(m);
-    const at::Tensor out_idx = unpack(out_keys_.narrow(0, 0, m), out_shape);
-    const at::Tensor query = pack(out_idx, padded_, {}, stride_);
+    at::Tensor out_idx, query;
+    if (out_rows_.defined()) {   // _conv_output_rows made them (as many rows as pair keys): the first m,
+      out_idx = out_rows_.narrow(0, 0, m).clone();   // compact (they are the next layer's indices)
+      query = queries_.narrow(0, 0, m);
+    } else {
+      const at::Tensor rows = unpack(out_keys_.narrow(0, 0, m), out_shape);
+      out_idx = rows.to(at::kInt);
+      query = pack(rows, padded_, {}, stride_);
+    }
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, false, device_);
     const at::Tensor found = map_primitives().sorted_key_lookup.call(query, in_keys_, deltas, kernel_.back(), bound_);
     // sorted input rows: the lookup's positions are the rows
-    return {out_idx.to(at::kInt), order_.defined() ? rows_of(found, order_) : found, out_shape, found};
+    return {out_idx, order_.defined() ? rows_of(found, order_) : found, out_shape, found};
   }
 
  private:
+  // The pair keys sorted and compacted into the output voxels: the rows and their query keys
+  // where the device has _conv_output_rows (one launch on CUDA), else the unique keys (unpacked
+  // and packed in finish, for the m read); returns the count, on the device.
+  at::Tensor output_voxels() {
+    const at::Tensor sorted = std::get<0>(at::sort(*pair_keys_));
+    const auto& primitives = map_primitives();
+    at::Tensor count;
+    if (has_kernel(primitives.conv_output_rows, sorted))
+      std::tie(out_rows_, queries_, count) = primitives.conv_output_rows.call(sorted, out_shape, padded_, stride_);
+    else
+      std::tie(out_keys_, count) = primitives.unique_sorted_keys.call(sorted);
+    return count;
+  }
+
   c10::Device device_;
   Values kernel_, stride_, dilation_, padded_;
   int64_t kvol_ = 0, n_ = 0, bound_ = 0;
-  at::Tensor in_keys_, order_, out_keys_;
+  at::Tensor in_keys_, order_, out_keys_, out_rows_, queries_;
   std::optional<at::Tensor> pair_keys_;
 };
 

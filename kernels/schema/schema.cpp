@@ -150,6 +150,17 @@ TORCH_LIBRARY(mx_sparse, m) {
   // The count stays on the device: reading it is the caller's one host read.
   //                                                              AscendC kernel: UniqueSortedKeys
   m.def("_unique_sorted_keys(Tensor sorted_keys) -> (Tensor unique_keys, Tensor count)");
+  // The output voxels of a strided map from its sorted pair keys (keys on the output grid of
+  // extents out_shape, INT64_MAX sentinels): rows int32 [C, 1+nd] whose first `count` rows are
+  // the distinct keys ascending unpacked into (batch, *coords); query_keys int64 [C], row r's
+  // (batch, coords * stride) packed on the grid of extents query_shape (where the strided builder
+  // looks the inputs up); count int32 [1], left on the device; what follows the count unspecified.
+  // An optional primitive, not one of the five, like _gather_mm_transposed below: the strided
+  // builder (kernels/orchestration/neighbor_map_orchestration.cpp) calls it where the tensors'
+  // device has a kernel for it (CUDA: in _unique_sorted_keys' launch) and otherwise does the same
+  // with _unique_sorted_keys and ATen operators; so no fallback is registered.
+  m.def("_conv_output_rows(Tensor sorted_keys, int[] out_shape, int[] query_shape, int[] stride) "
+        "-> (Tensor rows, Tensor query_keys, Tensor count)");
   // One group of gather_mm: features [N, Cin], weight [K, Cin, Cout], nbr int32 [M, K] with
   // entries in [-1, N) -> [M, Cout] (absent entries contribute nothing).  AscendC kernel: GatherMm
   m.def("_gather_mm_one_group(Tensor features, Tensor weight, Tensor nbr) -> Tensor");

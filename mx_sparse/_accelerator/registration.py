@@ -13,6 +13,10 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   transposed): CUDA only (mx_sparse._cuda.gather_mm), no fallback; autograd
   (kernels/schema/autograd.cpp) asks whether the tensors' device has a kernel for it and
   otherwise makes the transposed weight and calls gather_mm.
+- The optional map primitive _conv_output_rows (a strided map's output rows and query keys in
+  _unique_sorted_keys' launch): CUDA only (mx_sparse._cuda.map_primitives), no fallback; the
+  strided builder (kernels/orchestration/neighbor_map_orchestration.cpp) asks the same and
+  otherwise unpacks the unique keys with ATen operators.
 - The fused BatchNorm+ReLU's implementation, chosen inside the orchestration by device type
   (batch_norm_relu.use_kernels): the Triton kernels (mx_sparse._cuda.batch_norm_relu) for CUDA
   tensors; for every other device a few torch operators (batch_norm_operators.py). The NPU's

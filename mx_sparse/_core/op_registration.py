@@ -206,6 +206,13 @@ def _unique_sorted_keys_fake(sorted_keys):
     return torch.empty_like(sorted_keys), sorted_keys.new_empty((1,), dtype=torch.int32)
 
 
+@_register_fake("_conv_output_rows")
+def _conv_output_rows_fake(sorted_keys, out_shape, query_shape, stride):
+    c = sorted_keys.shape[0]
+    return (sorted_keys.new_empty((c, 1 + len(out_shape)), dtype=torch.int32), torch.empty_like(sorted_keys),
+            sorted_keys.new_empty((1,), dtype=torch.int32))
+
+
 @_register_fake("_gather_mm_one_group")
 def _gather_mm_one_group_fake(features, weight, nbr):
     return features.new_empty((nbr.shape[0], weight.shape[2]))

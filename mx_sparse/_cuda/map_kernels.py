@@ -16,7 +16,9 @@ module imports triton, launch.py imports it when a map is first built).
   unique_runs_kernel:       the first key of each run of equal sorted keys (sentinels INT64_MAX
                             excluded) compacted to the front, INT64_MAX after them, their count
                             (contract: _unique_sorted_keys; one pass, a decoupled look-back scan,
-                            instead of flags, a torch cumsum and a compaction: two launches fewer)
+                            instead of flags, a torch cumsum and a compaction: two launches fewer);
+                            with NDIM > 0 also each run's key unpacked into its output voxel's row
+                            and that row's query key (contract: _conv_output_rows)
 
 One launch each instead of the torch-operator fallbacks' dozens of element-wise kernels
 (fallback.py). Integer arithmetic only, in int64: the results are the fallbacks' bit for bit.
@@ -179,10 +181,30 @@ _PREFIX = tl.constexpr(2 << 32)         # the runs up to and including the tile 
 _LOW = tl.constexpr((1 << 32) - 1)
 
 
+@triton.jit
+def _output_axis(rest, query, weight, slot, rows, width, column, extent, stride, query_extent, first):
+    """One spatial axis of a run's key (innermost first): its coordinate (rest mod the axis'
+    output extent) to column ``column`` of the slot's row, its term o*stride*weight added to the
+    query key; returns (rest // extent, query, the weight of the next axis out)."""
+    o = rest % extent
+    tl.store(rows + slot * width + column, o.to(tl.int32), mask=first)
+    return rest // extent, query + o * stride * weight, weight * query_extent
+
+
 @triton.jit(do_not_specialize=_SCALARS)
-def unique_runs_kernel(sorted_keys, unique, count, scratch, c, BLOCK: tl.constexpr):
+def unique_runs_kernel(sorted_keys, unique, count, scratch, rows, query, c,
+                       o0, o1, o2, o3, s0, s1, s2, s3, q0, q1, q2, q3,
+                       NDIM: tl.constexpr, BLOCK: tl.constexpr):
     """The first key of each run to slot (runs before it), slots from the total on INT64_MAX, the
     total to ``count``: one pass, a decoupled look-back scan over tiles of BLOCK keys.
+
+    With NDIM > 0 (_conv_output_rows) the keys are output voxels on the output grid (extents o):
+    each run's key is also unpacked to its slot's row of ``rows`` (int32 [c, 1+NDIM]: batch,
+    coordinates) and the row's query key -- the key of (batch, o*s) on the grid of extents q, where
+    the strided builder looks its inputs up -- goes to ``query`` [c] (exact int64 arithmetic, as
+    the ATen unpack and pack of neighbor_map_orchestration.cpp; rows after the count unwritten):
+    four to seven ATen operators per strided map fewer, in the same launch. NDIM = 0
+    (_unique_sorted_keys): neither is touched.
 
     scratch (int64, zeros before the launch, zeros again after it: the program that finishes last
     puts them back, so no launch zero-fills it): [0] the tile ticket, [1] the done ticket, [2 + t]
@@ -224,7 +246,22 @@ def unique_runs_kernel(sorted_keys, unique, count, scratch, c, BLOCK: tl.constex
         j = tl.where(word >= _PREFIX, -1, tl.where(word != 0, j - 1, j))
     tl.atomic_xchg(state, before + own + _PREFIX, sem="release", scope="gpu")
     slot = before + tl.associative_scan(flag, 0, _add).to(tl.int64) - 1
-    tl.store(unique + slot, key, mask=flag == 1)
+    first = flag == 1
+    tl.store(unique + slot, key, mask=first)
+    if NDIM > 0:
+        width = NDIM + 1
+        rest = key
+        q = key * 0
+        weight = q + 1
+        if NDIM > 3:
+            rest, q, weight = _output_axis(rest, q, weight, slot, rows, width, 4, o3, s3, q3, first)
+        if NDIM > 2:
+            rest, q, weight = _output_axis(rest, q, weight, slot, rows, width, 3, o2, s2, q2, first)
+        if NDIM > 1:
+            rest, q, weight = _output_axis(rest, q, weight, slot, rows, width, 2, o1, s1, q1, first)
+        rest, q, weight = _output_axis(rest, q, weight, slot, rows, width, 1, o0, s0, q0, first)
+        tl.store(rows + slot * width, rest.to(tl.int32), mask=first)      # what is left: the batch
+        tl.store(query + slot, q + rest * weight, mask=first)
     last = (c + (BLOCK - 1)) // BLOCK - 1     # not tl.cdiv: a library jit function, see plan_kernels.py
     if tile == last:
         tl.store(count, (before + own).to(tl.int32))

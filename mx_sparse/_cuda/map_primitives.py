@@ -1,7 +1,9 @@
 """The CUDA backend's map primitives (host side): _conv_out_keys, _sorted_key_lookup and
 _unique_sorted_keys as one Triton launch each (map_kernels.py; the last a single-pass scan),
 instead of the torch-operator fallbacks (fallback.py), whose contracts (kernels/schema/schema.cpp)
-and results they keep bit for bit. Nothing is read on the host.
+and results they keep bit for bit; and the optional _conv_output_rows (no fallback: the strided
+builder does its work with ATen operators where a device has no kernel for it) in the unique
+scan's launch. Nothing is read on the host.
 
 The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
 (map_plan.py), kept with its result (built_maps.keep_result_row_key): a builder that makes a map
@@ -11,6 +13,7 @@ of the strided map's transpose (built_maps.keep_result_row_key).
 """
 import torch
 
+from .._C import map_orchestration
 from .._core import contract as op_args
 from .._accelerator import built_maps, fallback
 from . import launch, map_plan
@@ -102,6 +105,11 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     return out
 
 
+# unique_runs_kernel's per-axis scalars (output extents, strides, query-grid extents) where it
+# makes no rows: never read
+_NO_AXES = (1,) * (3 * MAX_AXES)
+
+
 def unique_sorted_keys(sorted_keys):
     c, dev = sorted_keys.shape[0], sorted_keys.device
     if c >= INT32_LIMIT:
@@ -112,8 +120,36 @@ def unique_sorted_keys(sorted_keys):
         return unique, count.zero_()
     blocks = _cdiv(c, BLOCK)
     launch.run(launch.map_kernels().unique_runs_kernel, "unique_runs", "int64", f"b{BLOCK}", (blocks,),
-               (launch.aligned(sorted_keys), unique, count, scan_scratch(sorted_keys, blocks)), c, BLOCK=BLOCK)
+               (launch.aligned(sorted_keys), unique, count, scan_scratch(sorted_keys, blocks), unique, unique), c,
+               *_NO_AXES, NDIM=0, BLOCK=BLOCK)
     return unique, count
+
+
+# (out_shape, query_shape, stride) -> unique_runs_kernel's per-axis scalars: made once per geometry
+_output_axes = launch.ShapeCache(1024)
+
+
+def conv_output_rows(sorted_keys, out_shape, query_shape, stride):
+    """_conv_output_rows in _unique_sorted_keys' one launch (unique_runs_kernel with NDIM): each
+    run's key unpacked into its row and the row's query key beside the compaction."""
+    c, dev, ndim = sorted_keys.shape[0], sorted_keys.device, len(out_shape)
+    if c >= INT32_LIMIT or not 0 < ndim <= MAX_AXES:
+        unique, count = unique_sorted_keys(sorted_keys)
+        rows = map_orchestration.unpack(unique, list(out_shape))
+        return rows.int(), map_orchestration.pack(rows, list(query_shape), [], list(stride)), count
+    rows = torch.empty((c, 1 + ndim), dtype=torch.int32, device=dev)
+    query = torch.empty((c,), dtype=torch.int64, device=dev)
+    unique = torch.empty((c,), dtype=torch.int64, device=dev)
+    count = torch.empty((1,), dtype=torch.int32, device=dev)
+    if c == 0:
+        return rows, query, count.zero_()
+    axes = _output_axes.get((*out_shape, None, *query_shape, None, *stride), lambda: (
+        *_per_axis(out_shape, 1), *_per_axis(stride, 1), *_per_axis(query_shape, 1)))
+    blocks = _cdiv(c, BLOCK)
+    launch.run(launch.map_kernels().unique_runs_kernel, "unique_runs", "int64", f"b{BLOCK}-{ndim}d", (blocks,),
+               (launch.aligned(sorted_keys), unique, count, scan_scratch(sorted_keys, blocks), rows, query), c,
+               *axes, NDIM=ndim, BLOCK=BLOCK)
+    return rows, query, count
 
 
 # (device, stream) -> unique_runs_kernel's scratch: int64 zeros (two tickets, one state word per
@@ -139,4 +175,5 @@ PRIMITIVES = {
     "_conv_out_keys": conv_out_keys,
     "_sorted_key_lookup": sorted_key_lookup,
     "_unique_sorted_keys": unique_sorted_keys,
+    "_conv_output_rows": conv_output_rows,
 }

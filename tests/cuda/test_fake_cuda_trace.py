@@ -111,7 +111,7 @@ def test_map_builders(trace):
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
     assert list(out_shape) == [5, 6, 7]     # (s + 2 - 2 - 1) // 2 + 1: from the arguments, nothing read
     check(log, reads, ["build_conv_map: value checks and output count"],
-          ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
+          ["_conv_out_keys", "_conv_output_rows", "_sorted_key_lookup"])
     reads.clear()
     log.ops.clear()
     t = CUDA["transpose_map"](nbr, 100)     # a map the builder made: nothing to check, nothing read
@@ -139,7 +139,7 @@ def test_map_builders(trace):
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
     assert list(out_shape) == [5, 7, 7]     # (s + 1 + pads_end - 2 - 1) // 2 + 1
     check(log, reads, ["build_conv_map: value checks and output count"],
-          ["_conv_out_keys", "_unique_sorted_keys", "_sorted_key_lookup"])
+          ["_conv_out_keys", "_conv_output_rows", "_sorted_key_lookup"])
 
 
 @pytest.mark.parametrize("transposed", [False, True])
@@ -217,8 +217,8 @@ def test_triton_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
 
 
 def test_triton_map_primitives_launch_kernels_on_cuda_tensors(trace):
-    """_conv_out_keys, _sorted_key_lookup and _unique_sorted_keys on CUDA: one launch each; no host
-    read, no CPU tensor."""
+    """_conv_out_keys, _sorted_key_lookup, _unique_sorted_keys and _conv_output_rows on CUDA: one
+    launch each; no host read, no CPU tensor."""
     from mx_sparse._cuda import map_primitives
     _, log, reads, _ = trace
     before = sum(launch.launches.values())
@@ -231,7 +231,11 @@ def test_triton_map_primitives_launch_kernels_on_cuda_tensors(trace):
     unique, count = map_primitives.unique_sorted_keys(pairs)
     assert unique.shape == (800,) and count.shape == (1,) and count.dtype == torch.int32
     assert {unique.device.type, count.device.type} == {"cuda"}
-    assert sum(launch.launches.values()) == before + 3
+    rows, query, count = map_primitives.conv_output_rows(pairs, [5, 6, 7], [13, 15, 17], [2, 2, 2])
+    assert rows.shape == (800, 4) and rows.dtype == torch.int32 and query.shape == (800,)
+    assert query.dtype == torch.int64 and count.shape == (1,) and count.dtype == torch.int32
+    assert {rows.device.type, query.device.type, count.device.type} == {"cuda"}
+    assert sum(launch.launches.values()) == before + 4
     check(log, reads, [])
 
 

@@ -141,6 +141,49 @@ def test_triton_map_primitives_equal_the_fallbacks(ndim):
                            fallback.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000))
 
 
+def _rows_and_queries(unique, count, out_shape, query_shape, stride):
+    """The first ``count`` keys unpacked by repeated division (innermost axis first) and the rows'
+    query keys in Horner form: the reference for _conv_output_rows."""
+    rest, coords = unique[:count].clone(), []
+    for extent in reversed(out_shape):
+        coords.insert(0, rest % extent)
+        rest = rest // extent
+    query = rest.clone()
+    for c, extent, s in zip(coords, query_shape, stride):
+        query = query * extent + c * s
+    return torch.stack([rest, *coords], 1).int(), query
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+def test_output_rows_in_the_unique_launch(ndim):
+    """_conv_output_rows on CUDA (unique_runs_kernel with NDIM: one launch) gives the unique keys'
+    rows and query keys of the reference, over several tiles of keys and with sentinels; on a grid
+    of 2^20 per axis too (up to 3 axes: keys near 2^60)."""
+    from mx_sparse._accelerator import fallback
+    from mx_sparse._cuda import launch, map_primitives
+    from mx_sparse._core import contract
+    shape = {1: [3000], 2: [40, 50], 3: [9, 10, 11], 4: [4, 5, 3, 6]}[ndim]
+    big = [2**20] * ndim
+    idx = voxels(shape, 3, density=0.3, seed=ndim)
+    far = torch.tensor([[1] + [2**20 - 1] * ndim, [0] + [2**20 - 3] * ndim], dtype=torch.int32)
+    grids = [(shape, idx)] + ([(big, torch.cat([idx, far]))] if ndim < 4 else [])    # 2^80 cells: past int64
+    for grid, rows_in in grids:
+        kernel, stride, padding, dilation = [3] * ndim, [2] + [1] * (ndim - 1), [1] * ndim, [1] * ndim
+        out_shape = contract.conv_output_extent(grid, kernel, stride, padding, dilation)
+        query_shape = [o * s + 3 for o, s in zip(out_shape, stride)]
+        pairs = torch.sort(fallback.conv_out_keys(rows_in, grid, 3, kernel, stride, padding, dilation)).values
+        before = sum(n for (name, _, _), n in launch.launches.items() if name == "unique_runs")
+        rows, query, count = map_primitives.conv_output_rows(pairs, out_shape, query_shape, stride)
+        assert sum(n for (name, _, _), n in launch.launches.items() if name == "unique_runs") == before + 1
+        unique, want_count = fallback.unique_sorted_keys(pairs)
+        assert torch.equal(count, want_count) and pairs.shape[0] > 1024
+        want_rows, want_query = _rows_and_queries(unique, int(count), out_shape, query_shape, stride)
+        m = int(count)
+        assert torch.equal(rows[:m], want_rows) and torch.equal(query[:m], want_query)
+        if grid is big:
+            assert int(query[:m].max()) > 2 ** (20 * ndim) and int(unique[:m].max()) > 2 ** (20 * ndim - 2)
+
+
 @pytest.mark.parametrize("c", [1, 1023, 1024, 1025, 3 * 1024 + 7])
 def test_single_pass_unique_keys_equal_the_fallback(c):
     """unique_runs_kernel (one launch: a look-back scan over tiles of 1024 keys) against the

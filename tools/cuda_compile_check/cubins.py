@@ -188,9 +188,14 @@ def map_configurations():
                {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32", "key": key,
                 "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "bits": "i32",
                 "BLOCK_S": "constexpr", "BLOCK_K": "constexpr"}, {"BLOCK_S": block_s, "BLOCK_K": block_k}, {})
-    yield ("unique_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}",
-           {"sorted_keys": "*i64", "unique": "*i64", "count": "*i32", "scratch": "*i64", "c": "i32",
-            "BLOCK": "constexpr"}, block, {})
+    # NDIM 0: _unique_sorted_keys (rows and query: the unique keys' pointer, never touched);
+    # NDIM 1..4: _conv_output_rows
+    output_axes = {f"{a}{d}": "i32" for a in "osq" for d in range(map_primitives.MAX_AXES)}
+    for ndim in range(0, map_primitives.MAX_AXES + 1):
+        yield ("unique_runs_kernel", "int64", "-", f"b{map_primitives.BLOCK}" + (f"-{ndim}d" if ndim else ""),
+               {"sorted_keys": "*i64", "unique": "*i64", "count": "*i32", "scratch": "*i64",
+                "rows": "*i32" if ndim else "*i64", "query": "*i64", "c": "i32", **output_axes,
+                "NDIM": "constexpr", "BLOCK": "constexpr"}, {**block, "NDIM": ndim}, {})
     for kvol in (1, 8, 27, 125):            # the kernel volumes of 1x1x1, 2x2x2, 3x3x3, 5x5x5 kernels
         bits = min(kvol, map_plan.KEY_BITS)
         key = "*i32" if bits <= 31 else "*i64"
