@@ -39,6 +39,8 @@ import torch  # noqa: E402
 from bench import host_ops  # noqa: E402
 
 GATHER, FILTER = "_gather_mm_one_group", "_gather_mm_backprop_filter_one_group"
+# the input gradient's gather on the layer's own weight [K, Cin, Cout], read transposed
+TRANSPOSED = "_gather_mm_transposed"
 
 
 class Calls:
@@ -55,12 +57,12 @@ class Calls:
         def recorded(*args):
             a, b, nbr = args[:3]       # (a filter call may add the activation's scale and shift)
             cin = a.shape[1]
-            cout = b.shape[2] if name == GATHER else b.shape[1]
+            cout = b.shape[2] if name == GATHER else b.shape[1]     # (the filter's grad; the layer's Cin)
             record = (nbr, a.shape[0], cin, cout, a.dtype)
             if self.layer is not None and name == GATHER:
                 self.forward.append((self.layer,) + record)
             else:
-                self.backward.append(("dX" if name == GATHER else "dW",) + record)
+                self.backward.append(("dW" if name == FILTER else "dX",) + record)
             return fn(*args)
         return recorded
 
@@ -109,7 +111,7 @@ def run(scene):
     reads.clear()
     calls = Calls()
     calls.hook(net)
-    for name in (GATHER, FILTER):
+    for name in (GATHER, FILTER, TRANSPOSED):
         inline[name] = calls.wrap(name, inline[name])
     before = sum(launches.values())
     counter = host_ops.HostOpCounter(inline, opaque)

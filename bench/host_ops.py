@@ -119,6 +119,16 @@ def _stub_triton_launches(run_map_kernels=True):
     return launch.launches
 
 
+def _conv_output_rows_by_operators(sorted_keys, out_shape, query_shape, stride):
+    """_conv_output_rows (no fallback: an optional primitive) from the unique keys' fallback and the
+    orchestration's key arithmetic, as the strided builder computes it without the primitive."""
+    from mx_sparse._C import map_orchestration
+    from mx_sparse._accelerator import fallback
+    unique, count = fallback.unique_sorted_keys(sorted_keys)
+    rows = map_orchestration.unpack(unique, list(out_shape))
+    return rows.int(), map_orchestration.pack(rows, list(query_shape), [], list(stride)), count
+
+
 def _map_results_by_fallback(inline):
     """The CUDA map primitives in ``inline`` run their host code and record their launches as
     they are, and return the torch fallbacks' results (bit-equal: tests/cuda/test_maps.py),
@@ -126,7 +136,7 @@ def _map_results_by_fallback(inline):
     from mx_sparse._accelerator import built_maps, fallback
     from mx_sparse._cuda import map_primitives
     for name, cuda_version in map_primitives.PRIMITIVES.items():
-        reference = fallback.PRIMITIVES[name]
+        reference = fallback.PRIMITIVES.get(name, _conv_output_rows_by_operators)
 
         def primitive(*args, cuda_version=cuda_version, reference=reference):
             made = cuda_version(*args)

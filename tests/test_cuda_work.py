@@ -18,3 +18,17 @@ def test_report_last_line_and_layer_ratios():
                         r"triton_launches=\d+ host_reads=\d+", lines[-1])
     conv1 = next(line for line in lines if line.startswith("| conv1 "))
     assert "2.000 / 3.000 (1.50)" in conv1 and conv1.endswith("| 1.25 |") and "| - |" in conv1
+
+
+def test_the_input_gradient_read_in_place_counts_as_dx():
+    """The input gradient's gather on the layer's own weight read transposed (_gather_mm_transposed,
+    round 4's eighth session) is a dX call with the gather's channels (Cout in, Cin out), as the
+    call on the transposed copy was; the filter's calls stay dW."""
+    import torch
+    calls = cuda_work.Calls()
+    nbr = torch.zeros((5, 27), dtype=torch.int32)
+    grad, weight = torch.zeros(7, 16), torch.zeros(27, 8, 16)     # the layer: Cin 8, Cout 16
+    assert calls.wrap(cuda_work.TRANSPOSED, lambda *a: "ran")(grad, weight, nbr, True) == "ran"
+    calls.wrap(cuda_work.FILTER, lambda *a: None)(torch.zeros(9, 8), grad, nbr)
+    assert [(kind, rows, cin, cout) for kind, _, rows, cin, cout, _ in calls.backward] == [("dX", 7, 16, 8),
+                                                                                           ("dW", 9, 8, 16)]
