@@ -1,6 +1,6 @@
 // The accelerators' three map primitives (kernels/schema/schema.cpp: _sorted_key_lookup,
-// _conv_out_keys, _unique_sorted_keys) and the optional _conv_output_rows as one table of typed
-// operator handles, looked up in the dispatcher once. A call goes through the dispatcher like torch.ops.mx_sparse.<name>(...) from
+// _conv_out_keys, _unique_sorted_keys) and the optional _conv_output_rows and
+// _sorted_key_lookup_rows as one table of typed operator handles, looked up in the dispatcher once. A call goes through the dispatcher like torch.ops.mx_sparse.<name>(...) from
 // Python, so whatever is registered for the tensors' device runs: the Triton launchers (CUDA), the
 // AscendC binding (NPU), the emulator's primitives (MXS_NPU_ON_CPU=1), the torch-operator fallbacks,
 // or a fake kernel under a fake-tensor trace.
@@ -27,6 +27,11 @@ struct MapPrimitives {
   c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
       const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef)>
       conv_output_rows;
+  // (query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows) -> int32 [S, K]
+  // rows order[p] (or -1), at row order[s] with scatter_rows: optional, only where has_kernel
+  c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t,
+                                      const at::Tensor&, bool)>
+      sorted_key_lookup_rows;
 };
 
 // Whether the optional primitive `op` has a kernel for the dispatch key of tensors like `t` (as
@@ -54,6 +59,10 @@ inline const MapPrimitives& map_primitives() {
           .findSchemaOrThrow("mx_sparse::_conv_output_rows", "")
           .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, c10::IntArrayRef,
                                                                 c10::IntArrayRef, c10::IntArrayRef)>(),
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("mx_sparse::_sorted_key_lookup_rows", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t,
+                            const at::Tensor&, bool)>(),
   };
   return table;
 }

@@ -26,6 +26,12 @@
 // The same maps bit for bit; issue 32: 3 of a VoxelBackBone8x step's 4 submanifold and 4 strided
 // builds run on such indices.
 //
+// Where the tensors' device has kernels for the optional primitives (map_primitives.h; CUDA), the
+// builders hand them work that is ATen operators elsewhere: _sorted_key_lookup_rows writes the
+// sort's rows instead of positions (and a submanifold map's rows in input order), so rows_of and
+// the un-permutation's index_copy_ go; _conv_output_rows gives a strided map's output rows and
+// their query keys with the compaction, so the unpack and pack go. The same maps bit for bit.
+//
 // Nothing here reads device data or makes a CPU tensor, so a builder still traces on fake CUDA
 // tensors (tests/cuda/test_fake_cuda_trace.py).
 #include <torch/extension.h>
@@ -228,6 +234,7 @@ class SubmMapBuild {
       return;
     }
     std::tie(keys_, order_) = at::sort(pack(indices, padded_, reach), std::optional<bool>(true), -1, false);
+    rows_in_lookup_ = has_kernel(map_primitives().sorted_key_lookup_rows, keys_);
     if (!indices_checked) {
       indices_ = indices;
       checks = check_summary(indices, keys_);
@@ -261,7 +268,13 @@ class SubmMapBuild {
   std::tuple<at::Tensor, at::Tensor> finish() const {
     if (n_ == 0) return {at::empty({0, kvol_}, int32_on(device_)), at::empty({0, kvol_}, int32_on(device_))};
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, true, device_);
-    const at::Tensor found = map_primitives().sorted_key_lookup.call(keys_, keys_, deltas, kernel_.back(), bound_);
+    const auto& primitives = map_primitives();
+    if (rows_in_lookup_) {   // the lookup writes rows, each sorted voxel's at its input row: the map
+      const at::Tensor nbr =
+          primitives.sorted_key_lookup_rows.call(keys_, keys_, deltas, kernel_.back(), bound_, order_, true);
+      return {nbr, nbr};
+    }
+    const at::Tensor found = primitives.sorted_key_lookup.call(keys_, keys_, deltas, kernel_.back(), bound_);
     if (!order_.defined()) return {found, found};   // sorted rows: position p is row p, in input order
     at::Tensor nbr = at::empty({n_, kvol_}, int32_on(device_));
     // sorted row s is input row order[s]
@@ -274,7 +287,8 @@ class SubmMapBuild {
     TORCH_CHECK_VALUE(per_lookup_row.dim() >= 1 && per_lookup_row.size(0) == n_, "per_lookup_row: expected ", n_,
                       " rows (one per input voxel), got shape ", per_lookup_row.sizes());
     if (n_ == 0) return per_lookup_row.clone();
-    if (!order_.defined()) return per_lookup_row;   // sorted rows: the lookup's order is the input order
+    // sorted rows, or a lookup that wrote its rows in input order: nothing to move
+    if (!order_.defined() || rows_in_lookup_) return per_lookup_row;
     return at::empty_like(per_lookup_row).index_copy_(0, order_, per_lookup_row);
   }
 
@@ -283,6 +297,7 @@ class SubmMapBuild {
   Values shape_, kernel_, dilation_, padded_;
   int64_t batch_size_ = 0, kvol_ = 0, n_ = 0, bound_ = 0;
   at::Tensor indices_, keys_, order_;   // indices_: kept while unchecked, for flags()
+  bool rows_in_lookup_ = false;         // keys sorted here and the device has _sorted_key_lookup_rows
 };
 
 // ---- the strided map
@@ -389,7 +404,13 @@ class ConvMapBuild {
       query = pack(rows, padded_, {}, stride_);
     }
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, false, device_);
-    const at::Tensor found = map_primitives().sorted_key_lookup.call(query, in_keys_, deltas, kernel_.back(), bound_);
+    const auto& primitives = map_primitives();
+    if (order_.defined() && has_kernel(primitives.sorted_key_lookup_rows, query)) {   // the lookup writes rows
+      const at::Tensor nbr =
+          primitives.sorted_key_lookup_rows.call(query, in_keys_, deltas, kernel_.back(), bound_, order_, false);
+      return {out_idx, nbr, out_shape, nbr};
+    }
+    const at::Tensor found = primitives.sorted_key_lookup.call(query, in_keys_, deltas, kernel_.back(), bound_);
     // sorted input rows: the lookup's positions are the rows
     return {out_idx, order_.defined() ? rows_of(found, order_) : found, out_shape, found};
   }

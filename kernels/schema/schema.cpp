@@ -132,6 +132,14 @@ TORCH_LIBRARY(mx_sparse, m) {
   // compare 32-bit low words only when key_bound < 2^30).              AscendC kernel: SubmMap
   m.def("_sorted_key_lookup(Tensor query_keys, Tensor sorted_keys, Tensor key_deltas, int group, "
         "int key_bound) -> Tensor");
+  // _sorted_key_lookup with the positions p written as the rows order[p] (order int64 [C]: the
+  // permutation that sorted the keys; -1 stays -1), and with scatter_rows (S == C, the queries
+  // being the sorted keys themselves) query s's entries at row order[s] instead of s: a map in
+  // its input rows' order. An optional primitive (see _conv_output_rows): the builders call it
+  // where the tensors' device has a kernel for it (CUDA: the lookup's own launch) and otherwise
+  // turn the positions into rows with ATen operators; no fallback is registered.
+  m.def("_sorted_key_lookup_rows(Tensor query_keys, Tensor sorted_keys, Tensor key_deltas, int group, "
+        "int key_bound, Tensor order, bool scatter_rows) -> Tensor");
   // indices int32 [N, 1+nd] (inside the grid) -> int64 [J*N], slot-major ([J, N] flattened): per
   // axis, the kernel positions kp through which coordinate i reaches an output (i + padding -
   // kp*dilation a multiple of stride) are i's lattice positions, at most J_d = conv_out_slots

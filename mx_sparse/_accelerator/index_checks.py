@@ -5,7 +5,9 @@ map entries of the gathers and of pooling (-1 or an input row).
 Builders: the flags are computed on the device (for build_subm_map and build_conv_map in C++,
 kernels/orchestration/neighbor_map_orchestration.cpp) and travel to the host inside the builder's one
 read (host_sync.py); raising reads the offending row for the message (a second read, on the error
-path only). Map entries: on CPU tensors (MXS_CUDA_ON_CPU=1, MXS_NPU_ON_CPU=1) they are read on
+path only). build_subm_map reads a summary instead (each column's lowest and highest value, whether
+a key repeats: fewer kernels) and computes the flags only for indices that fail it (one more read,
+on the error path). Map entries: on CPU tensors (MXS_CUDA_ON_CPU=1, MXS_NPU_ON_CPU=1) they are read on
 the host, where that is free, and a bad one raises the CPU kernel's ValueError; on a CUDA device
 the gathers' and pooling's checks stay device-side assertions (no host synchronisation: a
 RuntimeError at the next synchronisation, as torch's own indexing reports a bad index); on the NPU

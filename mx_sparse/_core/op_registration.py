@@ -206,6 +206,11 @@ def _unique_sorted_keys_fake(sorted_keys):
     return torch.empty_like(sorted_keys), sorted_keys.new_empty((1,), dtype=torch.int32)
 
 
+@_register_fake("_sorted_key_lookup_rows")
+def _sorted_key_lookup_rows_fake(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows):
+    return query_keys.new_empty((query_keys.shape[0], key_deltas.shape[0]), dtype=torch.int32)
+
+
 @_register_fake("_conv_output_rows")
 def _conv_output_rows_fake(sorted_keys, out_shape, query_shape, stride):
     c = sorted_keys.shape[0]

@@ -12,7 +12,9 @@ module imports triton, launch.py imports it when a map is first built).
                             (contract: _sorted_key_lookup; a binary search per entry), and
                             key[s] = each row's neighbour bitmask (map_plan.py's row key: bit k
                             for the first KEY_BITS offsets found), which map_plan then need not
-                            compute for the map made from this lookup (no row_mask launch)
+                            compute for the map made from this lookup (no row_mask launch); with
+                            ROWS (and SCATTER) the positions as the sort's rows (and each query's
+                            entries at its own row: contract _sorted_key_lookup_rows)
   unique_runs_kernel:       the first key of each run of equal sorted keys (sentinels INT64_MAX
                             excluded) compacted to the front, INT64_MAX after them, their count
                             (contract: _unique_sorted_keys; one pass, a decoupled look-back scan,
@@ -129,14 +131,23 @@ def conv_out_keys_kernel(indices, out, key, n, slots, cells, bits,
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, s, kvol, c, steps, bits,
-                             BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr):
+def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, order, s, kvol, c, steps, bits,
+                             BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, ROWS: tl.constexpr,
+                             SCATTER: tl.constexpr):
     """A program owns BLOCK_S whole rows (queries), their offsets BLOCK_K at a time: it writes every
     entry of its rows and their bitmask keys, so no write is shared between programs (no atomics,
-    no zero-filled buffer) and the keys do not depend on the order of work."""
+    no zero-filled buffer) and the keys do not depend on the order of work.
+
+    ROWS (_sorted_key_lookup_rows): a found position p is written as the row order[p] (``order``:
+    the sort's permutation, int64); with SCATTER too, query s's entries and key go to row order[s]
+    (the queries are the sorted keys themselves: the map's rows in input order). order is a
+    permutation: still one writer per row."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_S + tl.arange(0, BLOCK_S)
     live_r = rows < s
     base = tl.load(query + rows, mask=live_r, other=0)
+    target = rows
+    if SCATTER:
+        target = tl.load(order + rows, mask=live_r, other=0)
     kind = key.dtype.element_ty
     mask_bits = tl.full((BLOCK_S,), 0, kind)
     for k0 in range(0, kvol, BLOCK_K):
@@ -155,14 +166,17 @@ def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, s, kvol, c, s
             hi = tl.where(open_ & (below == 0), mid, hi)
         hit = inside & (lo < c)
         found = hit & (tl.load(sorted_keys + lo, mask=hit, other=0) == q)
-        tl.store(out + rows[:, None] * kvol + ks[None, :], tl.where(found, lo, -1).to(tl.int32), mask=inside)
+        at = lo
+        if ROWS:
+            at = tl.load(order + lo, mask=found, other=0)
+        tl.store(out + target[:, None] * kvol + ks[None, :], tl.where(found, at, -1).to(tl.int32), mask=inside)
         # bit k for the first ``bits`` offsets found (map_plan.py's row key; the shift amount is
         # kept below the key's width in every lane, masked or not); distinct powers of two: their
         # sum is their OR
         keyed = found & (ks < bits)[None, :]
         shift = tl.where(ks < bits, ks, 0).to(kind)
         mask_bits += tl.reduce(keyed.to(kind) << shift[None, :], 1, _add)
-    tl.store(key + rows, mask_bits, mask=live_r)
+    tl.store(key + target, mask_bits, mask=live_r)
 
 
 @triton.jit

@@ -1,9 +1,9 @@
 """The CUDA backend's map primitives (host side): _conv_out_keys, _sorted_key_lookup and
 _unique_sorted_keys as one Triton launch each (map_kernels.py; the last a single-pass scan),
 instead of the torch-operator fallbacks (fallback.py), whose contracts (kernels/schema/schema.cpp)
-and results they keep bit for bit; and the optional _conv_output_rows (no fallback: the strided
-builder does its work with ATen operators where a device has no kernel for it) in the unique
-scan's launch. Nothing is read on the host.
+and results they keep bit for bit; and the optional _conv_output_rows and _sorted_key_lookup_rows
+(no fallbacks: the builders do their work with ATen operators where a device has no kernel for
+them) in the unique scan's and the lookup's launches. Nothing is read on the host.
 
 The lookup's launch also writes each result row's neighbour bitmask, the row key of a map plan
 (map_plan.py), kept with its result (built_maps.keep_result_row_key): a builder that makes a map
@@ -87,10 +87,36 @@ def lookup_blocks(kvol: int):
     return max(1, BLOCK // block_k), block_k
 
 
+def lookup_warps(kvol: int, scatter: bool) -> int:
+    """Warps of a lookup program: Triton's default 4, and 8 where each query's entries go to its
+    own row (SCATTER) in a program of 1024 one-offset rows, which at 4 warps spills the rows'
+    targets on sm_90 (cubins.py)."""
+    return 8 if scatter and lookup_blocks(kvol)[1] == 1 else 4
+
+
 def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
-    s, kvol, c = query_keys.shape[0], key_deltas.shape[0], sorted_keys.shape[0]
-    if s * kvol >= INT32_LIMIT or c >= INT32_LIMIT:
+    if _too_large(query_keys, sorted_keys, key_deltas):
         return fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
+    return _lookup(query_keys, sorted_keys, key_deltas, query_keys, False, False)
+
+
+def sorted_key_lookup_rows(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows):
+    """_sorted_key_lookup_rows: the lookup's positions written as the rows ``order`` holds (and, with
+    ``scatter_rows``, query s's entries at row order[s]) by the lookup's launch (ROWS, SCATTER)."""
+    if _too_large(query_keys, sorted_keys, key_deltas):
+        found = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
+        rows = map_orchestration.rows_of(found, order)
+        return torch.empty_like(rows).index_copy_(0, order, rows) if scatter_rows else rows
+    return _lookup(query_keys, sorted_keys, key_deltas, launch.aligned(order), True, scatter_rows)
+
+
+def _too_large(query_keys, sorted_keys, key_deltas) -> bool:
+    """Sizes past the kernel's int32 scalars (the fallbacks take them)."""
+    return query_keys.shape[0] * key_deltas.shape[0] >= INT32_LIMIT or sorted_keys.shape[0] >= INT32_LIMIT
+
+
+def _lookup(query_keys, sorted_keys, key_deltas, order, rows, scatter):
+    s, kvol, c = query_keys.shape[0], key_deltas.shape[0], sorted_keys.shape[0]
     out = torch.empty((s, kvol), dtype=torch.int32, device=query_keys.device)
     if c == 0 or s == 0 or kvol == 0:
         return out.fill_(fallback.NO_NEIGHBOR)
@@ -99,8 +125,9 @@ def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     key = torch.empty((s,), dtype=map_plan.key_dtype(kvol), device=query_keys.device)
     block_s, block_k = lookup_blocks(kvol)
     launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{block_s}x{block_k}",
-               (_cdiv(s, block_s),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key),
-               s, kvol, c, c.bit_length(), map_plan.key_bits(kvol), BLOCK_S=block_s, BLOCK_K=block_k)
+               (_cdiv(s, block_s),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key, order),
+               s, kvol, c, c.bit_length(), map_plan.key_bits(kvol), BLOCK_S=block_s, BLOCK_K=block_k, ROWS=rows,
+               SCATTER=scatter, num_warps=lookup_warps(kvol, scatter))
     built_maps.keep_result_row_key(out, key)
     return out
 
@@ -176,4 +203,5 @@ PRIMITIVES = {
     "_sorted_key_lookup": sorted_key_lookup,
     "_unique_sorted_keys": unique_sorted_keys,
     "_conv_output_rows": conv_output_rows,
+    "_sorted_key_lookup_rows": sorted_key_lookup_rows,
 }

@@ -102,9 +102,9 @@ def test_plan_per_key():
     assert registration.npu_native_keys(npu_on_cpu=True, npu_binding=False) == ["CPU"]
     assert registration.npu_native_keys(npu_on_cpu=False, npu_binding=False) == []
     # all Triton, and the optional primitives, which nothing else has (no fallback: autograd makes
-    # the transposed weight, the strided builder unpacks the unique keys, where a device has no
-    # kernel for them)
-    optional = {"_gather_mm_transposed", "_conv_output_rows"}
+    # the transposed weight, the builders unpack the unique keys and turn positions into rows, where
+    # a device has no kernel for them)
+    optional = {"_gather_mm_transposed", "_conv_output_rows", "_sorted_key_lookup_rows"}
     assert set(table["CUDA"]) == set(registration.ORCHESTRATION) | set(registration.PRIMITIVE_NAMES) | optional
     assert all(not optional & set(table[key]) for key in ("CompositeExplicitAutograd", "PrivateUse1"))
     assert "PrivateUse1" not in registration.plan(cuda_on_cpu=False, npu_on_cpu=False, npu_binding=False)

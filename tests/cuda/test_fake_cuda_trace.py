@@ -102,7 +102,8 @@ def test_map_builders(trace):
     answers["build_subm_map: value checks"] = PASSING_SUBM
     nbr = CUDA["build_subm_map"](index_rows(100), [10, 12, 14], 2, [3, 3, 3], [1, 1, 1])
     assert nbr.device.type == "cuda" and nbr.shape == (100, 27)
-    check(log, reads, ["build_subm_map: value checks"], ["_sorted_key_lookup"])
+    # (the lookup writes the map's rows in input order itself: unsorted indices)
+    check(log, reads, ["build_subm_map: value checks"], ["_sorted_key_lookup_rows"])
     reads.clear()
     log.ops.clear()
     answers["build_conv_map: value checks and output count"] = [BIG, BIG, 37]
@@ -111,7 +112,7 @@ def test_map_builders(trace):
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
     assert list(out_shape) == [5, 6, 7]     # (s + 2 - 2 - 1) // 2 + 1: from the arguments, nothing read
     check(log, reads, ["build_conv_map: value checks and output count"],
-          ["_conv_out_keys", "_conv_output_rows", "_sorted_key_lookup"])
+          ["_conv_out_keys", "_conv_output_rows", "_sorted_key_lookup_rows"])
     reads.clear()
     log.ops.clear()
     t = CUDA["transpose_map"](nbr, 100)     # a map the builder made: nothing to check, nothing read
@@ -139,7 +140,7 @@ def test_map_builders(trace):
     assert out.device.type == "cuda" and out.shape == (37, 4) and nbr.shape == (37, 27)
     assert list(out_shape) == [5, 7, 7]     # (s + 1 + pads_end - 2 - 1) // 2 + 1
     check(log, reads, ["build_conv_map: value checks and output count"],
-          ["_conv_out_keys", "_conv_output_rows", "_sorted_key_lookup"])
+          ["_conv_out_keys", "_conv_output_rows", "_sorted_key_lookup_rows"])
 
 
 @pytest.mark.parametrize("transposed", [False, True])

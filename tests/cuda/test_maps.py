@@ -141,6 +141,36 @@ def test_triton_map_primitives_equal_the_fallbacks(ndim):
                            fallback.sorted_key_lookup(query, sorted_keys, deltas, 5, 6000))
 
 
+@pytest.mark.parametrize("kvol", [1, 8, 27])
+def test_lookup_writing_rows(kvol):
+    """_sorted_key_lookup_rows on CUDA (the lookup's launch with ROWS, and SCATTER) against the
+    positions of the fallback lookup turned into rows by hand: order[p] for position p, -1 kept,
+    and with scatter_rows each query's row moved to row order[s]; the row bitmasks kept with the
+    result move with the rows."""
+    from mx_sparse._accelerator import built_maps, fallback
+    from mx_sparse._cuda import map_primitives
+    g = torch.Generator().manual_seed(kvol)
+    keys = torch.randperm(6000, generator=g)[:1500] * 3         # distinct, unsorted: a voxel set
+    sorted_keys, order = torch.sort(keys)
+    deltas = torch.arange(kvol) * 3 - 3 * (kvol // 2)
+    found = fallback.sorted_key_lookup(sorted_keys, sorted_keys, deltas, kvol, 20000)
+    as_rows = torch.where(found >= 0, order[found.clamp(min=0).long()], -1).int()
+    plain_key = built_maps.result_row_key(map_primitives.sorted_key_lookup(sorted_keys, sorted_keys, deltas, kvol,
+                                                                           20000))
+    gathered = map_primitives.sorted_key_lookup_rows(sorted_keys, sorted_keys, deltas, kvol, 20000, order, False)
+    assert torch.equal(gathered, as_rows)
+    assert torch.equal(built_maps.result_row_key(gathered), plain_key)
+    scattered = map_primitives.sorted_key_lookup_rows(sorted_keys, sorted_keys, deltas, kvol, 20000, order, True)
+    want = torch.empty_like(as_rows)
+    want[order] = as_rows
+    assert torch.equal(scattered, want)
+    want_key = torch.empty_like(plain_key)
+    want_key[order] = plain_key
+    assert torch.equal(built_maps.result_row_key(scattered), want_key)
+    # the query keys' own rows: each voxel finds itself at its centre offset
+    assert torch.equal(scattered[:, kvol // 2].long(), torch.arange(1500))
+
+
 def _rows_and_queries(unique, count, out_shape, query_shape, stride):
     """The first ``count`` keys unpacked by repeated division (innermost axis first) and the rows'
     query keys in Horner form: the reference for _conv_output_rows."""

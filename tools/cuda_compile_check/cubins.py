@@ -184,10 +184,14 @@ def map_configurations():
     for kvol in (1, 8, 27, 125):            # 1x1x1 .. 5x5x5 kernels (larger ones: 125's code, BLOCK_K 128)
         key = "*i32" if map_plan.key_dtype(kvol) == torch.int32 else "*i64"
         block_s, block_k = map_primitives.lookup_blocks(kvol)
-        yield ("sorted_key_lookup_kernel", "int64", "-", f"b{block_s}x{block_k}-k{kvol}",
-               {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32", "key": key,
-                "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "bits": "i32",
-                "BLOCK_S": "constexpr", "BLOCK_K": "constexpr"}, {"BLOCK_S": block_s, "BLOCK_K": block_k}, {})
+        # positions (_sorted_key_lookup), rows (_sorted_key_lookup_rows), rows at their own rows
+        for rows, scatter, suffix in ((False, False, ""), (True, False, "-rows"), (True, True, "-scatter")):
+            yield ("sorted_key_lookup_kernel", "int64", "-", f"b{block_s}x{block_k}-k{kvol}{suffix}",
+                   {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32", "key": key,
+                    "order": "*i64", "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "bits": "i32",
+                    "BLOCK_S": "constexpr", "BLOCK_K": "constexpr", "ROWS": "constexpr", "SCATTER": "constexpr"},
+                   {"BLOCK_S": block_s, "BLOCK_K": block_k, "ROWS": rows, "SCATTER": scatter},
+                   {"num_warps": map_primitives.lookup_warps(kvol, scatter)})
     # NDIM 0: _unique_sorted_keys (rows and query: the unique keys' pointer, never touched);
     # NDIM 1..4: _conv_output_rows
     output_axes = {f"{a}{d}": "i32" for a in "osq" for d in range(map_primitives.MAX_AXES)}
