@@ -13,7 +13,8 @@
 // made contiguous here, in one operator (the device primitives read it densely):
 // a plain copy, or for a symmetric map one index_select with the offsets reversed --
 // except where the device reads the weight transposed itself (_gather_mm_transposed:
-// CUDA's Triton gather), when no graph of the backward is recorded: no copy at all.
+// CUDA's Triton gather, the NPU's AscendC GatherMm), when no graph of the backward is
+// recorded: no copy at all.
 //
 // Activated features: gather_mm given source, source_scale, source_shift (features = relu(source
 // * scale + shift), a fused BatchNorm+ReLU output; mx_sparse/nn/conv.py) keeps those instead of
@@ -138,9 +139,10 @@ const GatherMmTransposedOp& gather_mm_transposed_op() {
 
 // Whether the input gradient can read w in place (_gather_mm_transposed): g's device has a kernel
 // for it (CUDA, and CPU tensors under MXS_CUDA_ON_CPU=1: the Triton gather reads the weight
-// transposed), one group, real tensors, and no graph of the backward to record (the op has no
-// autograd; create_graph takes gather_mm on the copy, which double backward needs). Elsewhere
-// (the CPU kernels, the NPU) the transposed copy: one operator per backward call.
+// transposed; the NPU, and CPU tensors under MXS_NPU_ON_CPU=1: AscendC GatherMm's transposed-weight
+// mode), one group, real tensors, and no graph of the backward to record (the op has no autograd;
+// create_graph takes gather_mm on the copy, which double backward needs). Elsewhere (the CPU
+// kernels) the transposed copy: one operator per backward call.
 bool reads_weight_transposed(const at::Tensor& g, const at::Tensor& w, int64_t groups) {
   if (groups != 1 || at::GradMode::is_enabled() || traced(g) || traced(w)) return false;
   return gather_mm_transposed_op().hasKernelForDispatchKey(

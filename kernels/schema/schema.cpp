@@ -183,8 +183,9 @@ TORCH_LIBRARY(mx_sparse, m) {
   // entries in [-1, N) -> [M, Cin], out[m] = sum_k features[nbr[m, k]] @ weight[k']^T, k' = K-1-k
   // with reverse_offsets (a symmetric map itself standing for its transpose), else k. An optional
   // primitive, not one of the five: autograd (autograd.cpp) calls it for tensors whose device has a
-  // kernel for it (CUDA: the Triton gather reading the weight transposed), and otherwise makes the
-  // transposed weight and calls gather_mm; so no fallback is registered.
+  // kernel for it (CUDA: the Triton gather reading the weight transposed; the NPU: AscendC GatherMm
+  // with weight_layout 1 / 2), and otherwise makes the transposed weight and calls gather_mm; so no
+  // fallback is registered.
   m.def("_gather_mm_transposed(Tensor features, Tensor weight, Tensor nbr, bool reverse_offsets) -> Tensor");
   // Voxelization of points [N, C] (float32/64/16, bfloat16; columns 0..ndim-1 are
   // x, y, z, ...) into the grid of voxel_size [ndim] over point_cloud_range

@@ -10,13 +10,16 @@ kernels/schema/schema.cpp). Autograd (C++, Autograd key), autocast and the fake 
   for CUDA; the AscendC kernels for PrivateUse1 (registered by the C++ binding,
   kernels/ascend/binding/mx_sparse_npu.cpp).
 - The optional input-gradient primitive _gather_mm_transposed (the layer's weight read
-  transposed): CUDA only (mx_sparse._cuda.gather_mm), no fallback; autograd
+  transposed; OPTIONAL_PRIMITIVE_NAMES): CUDA (mx_sparse._cuda.gather_mm), and the NPU, whose
+  AscendC GatherMm reads the weight transposed too (registered for PrivateUse1 by the C++
+  binding; under MXS_NPU_ON_CPU=1 the emulator's for the CPU key). No fallback: autograd
   (kernels/schema/autograd.cpp) asks whether the tensors' device has a kernel for it and
   otherwise makes the transposed weight and calls gather_mm.
-- The optional map primitive _conv_output_rows (a strided map's output rows and query keys in
-  _unique_sorted_keys' launch): CUDA only (mx_sparse._cuda.map_primitives), no fallback; the
-  strided builder (kernels/orchestration/neighbor_map_orchestration.cpp) asks the same and
-  otherwise unpacks the unique keys with ATen operators.
+- The optional map primitives _conv_output_rows (a strided map's output rows and query keys in
+  _unique_sorted_keys' launch) and _sorted_key_lookup_rows (the lookup writing rows, not
+  positions): CUDA only (mx_sparse._cuda.map_primitives), no fallback; the builders
+  (kernels/orchestration/neighbor_map_orchestration.cpp) ask the same and otherwise do that work
+  with ATen operators.
 - The fused BatchNorm+ReLU's implementation, chosen inside the orchestration by device type
   (batch_norm_relu.use_kernels): the Triton kernels (mx_sparse._cuda.batch_norm_relu) for CUDA
   tensors; for every other device a few torch operators (batch_norm_operators.py). The NPU's
@@ -62,6 +65,9 @@ ORCHESTRATION = {
     "sparse_avg_pool_backward": sparse_pool.sparse_avg_pool_backward,
 }
 PRIMITIVE_NAMES = tuple(fallback.PRIMITIVES)
+# Primitives a device may have and the others need not (no fallback: see the module docstring);
+# registered for a key where its implementation supplies them.
+OPTIONAL_PRIMITIVE_NAMES = ("_gather_mm_transposed", "_conv_output_rows", "_sorted_key_lookup_rows")
 # The ops whose NPU kernels are C++ (mx_sparse._C.batch_norm_operators: the common case
 # batch_norm_operators.py describes, over ATen operators, registered by ``register`` for PrivateUse1, and for
 # the CPU key under MXS_NPU_ON_CPU=1); the NPU's Python tables leave them out.
@@ -196,7 +202,8 @@ def plan(cuda_on_cpu: bool, npu_on_cpu: bool, npu_binding: bool, npu_primitives=
         missing = set(PRIMITIVE_NAMES) - set(npu_primitives)
         if missing:
             raise RuntimeError(f"{NPU_ON_CPU_ENV}=1: the emulator supplies no {sorted(missing)}")
-        table["CPU"] = {**npu_orchestration, **{name: npu_primitives[name] for name in PRIMITIVE_NAMES},
+        supplied = PRIMITIVE_NAMES + tuple(name for name in OPTIONAL_PRIMITIVE_NAMES if name in npu_primitives)
+        table["CPU"] = {**npu_orchestration, **{name: npu_primitives[name] for name in supplied},
                         **_voxelize_cuda_path()}
     return table
 

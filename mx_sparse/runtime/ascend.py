@@ -125,7 +125,7 @@ def _declare(lib) -> None:
         "mxs_emu_sorted_key_lookup": ([p, i64, p, i64, p, i64, i64, i64, p], ctypes.c_int),
         "mxs_emu_conv_out_keys": ([p, i64, i32, p, i64, p, p, p, p, p], ctypes.c_int),
         "mxs_emu_unique_sorted_keys": ([p, i64, p, p], ctypes.c_int),
-        "mxs_emu_gather_mm": ([p, i64, i64, p, i64, p, i64, i64, ctypes.c_char_p, p], ctypes.c_int),
+        "mxs_emu_gather_mm": ([p, i64, i64, p, i64, p, i64, i64, i64, ctypes.c_char_p, p], ctypes.c_int),
         "mxs_emu_gather_mm_backprop_filter": ([p, i64, i64, p, i64, p, i64, i64, ctypes.c_char_p, p], ctypes.c_int),
     }
     for name, (args, res) in signatures.items():
@@ -272,6 +272,11 @@ def _same_dtype(name: str, t: torch.Tensor, features: torch.Tensor) -> None:
         raise ValueError(f"{name}: expected dtype {features.dtype} like features, got {t.dtype}")
 
 
+# GatherMm's weight_layout attribute (kernels/ascend/gather_mm/op_host/gather_mm_weight_layout.h):
+# weight [K, Cin, Cout] as is; a layer's [K, Cout, Cin] read transposed, offsets in order or reversed.
+_WEIGHT_AS_IS, _WEIGHT_T, _WEIGHT_T_REVERSED = 0, 1, 2
+
+
 def gather_mm_one_group(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
     """AscendC GatherMm: out[m] = sum_k features[nbr[m, k]] @ weight[k] ([M, Cout]; -1 = no neighbour)."""
     f = _operand("features", features, _FLOATS, 2)
@@ -282,7 +287,26 @@ def gather_mm_one_group(features: torch.Tensor, weight: torch.Tensor, nbr: torch
         raise ValueError(f"weight: expected [K={n.shape[1]}, Cin={f.shape[1]}, Cout], got {list(w.shape)}")
     out = torch.empty((n.shape[0], w.shape[2]), dtype=f.dtype)
     _call("mxs_emu_gather_mm", _ptr(f), f.shape[0], f.shape[1], _ptr(w), w.shape[2], _ptr(n), n.shape[0],
-          n.shape[1], _dtype_name(f), _ptr(out))
+          n.shape[1], _WEIGHT_AS_IS, _dtype_name(f), _ptr(out))
+    return out
+
+
+def gather_mm_transposed(features: torch.Tensor, weight: torch.Tensor, nbr: torch.Tensor,
+                         reverse_offsets: bool) -> torch.Tensor:
+    """AscendC GatherMm reading the weight transposed: out[m] = sum_k features[nbr[m, k]] @ weight[k']^T
+    ([M, Cout]; -1 = no neighbour), k' = K-1-k with ``reverse_offsets``, else k, for a layer's weight
+    [K, Cout, Cin] (this op's Cout and Cin; read where it lies, no transposed copy): the input gradient
+    of a convolution (kernels/schema/autograd.cpp)."""
+    f = _operand("features", features, _FLOATS, 2)
+    w = _operand("weight", weight, _FLOATS, 3)
+    n = _operand("nbr", nbr, (torch.int32,), 2)
+    _same_dtype("weight", w, f)
+    if w.shape[0] != n.shape[1] or w.shape[2] != f.shape[1]:
+        raise ValueError(f"weight: expected [K={n.shape[1]}, Cout, Cin={f.shape[1]}] (read transposed), "
+                         f"got {list(w.shape)}")
+    out = torch.empty((n.shape[0], w.shape[1]), dtype=f.dtype)
+    _call("mxs_emu_gather_mm", _ptr(f), f.shape[0], f.shape[1], _ptr(w), w.shape[1], _ptr(n), n.shape[0],
+          n.shape[1], _WEIGHT_T_REVERSED if reverse_offsets else _WEIGHT_T, _dtype_name(f), _ptr(out))
     return out
 
 
@@ -307,7 +331,8 @@ def gather_mm_backprop_filter_one_group(features: torch.Tensor, grad: torch.Tens
 
 
 def emulator_primitives() -> Dict[str, Callable]:
-    """{accelerator primitive op name: function on CPU tensors with that op's schema signature}.
+    """{accelerator primitive op name: function on CPU tensors with that op's schema signature}: the
+    five primitives and the optional input-gradient primitive _gather_mm_transposed.
     Builds (or loads the cached) emulator library on the first call; raises RuntimeError naming
     what is missing where it cannot (no source checkout, no C++ compiler)."""
     _library()
@@ -317,4 +342,6 @@ def emulator_primitives() -> Dict[str, Callable]:
         "_unique_sorted_keys": unique_sorted_keys,
         "_gather_mm_one_group": gather_mm_one_group,
         "_gather_mm_backprop_filter_one_group": gather_mm_backprop_filter_one_group,
+        # optional (no fallback; autograd copies the weight where a device lacks it)
+        "_gather_mm_transposed": gather_mm_transposed,
     }

@@ -101,13 +101,34 @@ def test_plan_per_key():
     assert registration.npu_native_keys(npu_on_cpu=False, npu_binding=True) == ["PrivateUse1"]
     assert registration.npu_native_keys(npu_on_cpu=True, npu_binding=False) == ["CPU"]
     assert registration.npu_native_keys(npu_on_cpu=False, npu_binding=False) == []
-    # all Triton, and the optional primitives, which nothing else has (no fallback: autograd makes
-    # the transposed weight, the builders unpack the unique keys and turn positions into rows, where
-    # a device has no kernel for them)
-    optional = {"_gather_mm_transposed", "_conv_output_rows", "_sorted_key_lookup_rows"}
+    # all Triton, and the optional primitives, which no Python table but CUDA's has (no fallback:
+    # autograd makes the transposed weight, the builders unpack the unique keys and turn positions
+    # into rows, where a device has no kernel for them; the NPU binding registers its AscendC
+    # _gather_mm_transposed itself, in C++, with the five)
+    optional = set(registration.OPTIONAL_PRIMITIVE_NAMES)
+    assert optional == {"_gather_mm_transposed", "_conv_output_rows", "_sorted_key_lookup_rows"}
     assert set(table["CUDA"]) == set(registration.ORCHESTRATION) | set(registration.PRIMITIVE_NAMES) | optional
     assert all(not optional & set(table[key]) for key in ("CompositeExplicitAutograd", "PrivateUse1"))
     assert "PrivateUse1" not in registration.plan(cuda_on_cpu=False, npu_on_cpu=False, npu_binding=False)
+
+
+def test_npu_on_cpu_takes_the_optional_primitive_where_the_emulator_supplies_it():
+    """MXS_NPU_ON_CPU=1: the CPU key gets the emulator's _gather_mm_transposed (AscendC GatherMm reading
+    the weight transposed) when it supplies one, as the NPU binding does for PrivateUse1; an emulator
+    without it (the stand-in's five primitives) leaves it unregistered, so autograd copies the weight."""
+    from mx_sparse._accelerator import fallback
+
+    def transposed(features, weight, nbr, reverse_offsets):
+        raise AssertionError("not called by plan")
+
+    five = dict(fallback.PRIMITIVES)
+    table = registration.plan(cuda_on_cpu=False, npu_on_cpu=True, npu_binding=False,
+                              npu_primitives={**five, "_gather_mm_transposed": transposed})
+    assert table["CPU"]["_gather_mm_transposed"] is transposed
+    assert set(table["CPU"]) == (set(registration.ORCHESTRATION) - set(registration.NPU_NATIVE_OPS)) | set(
+        registration.PRIMITIVE_NAMES) | {"_gather_mm_transposed", "voxelize_hard", "voxelize_dynamic"}
+    assert "_gather_mm_transposed" not in registration.plan(cuda_on_cpu=False, npu_on_cpu=True, npu_binding=False,
+                                                            npu_primitives=five)["CPU"]
 
 
 def test_map_packing_is_the_orchestrations_choice_per_device(monkeypatch):

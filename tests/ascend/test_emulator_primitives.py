@@ -1,4 +1,5 @@
-"""The five accelerator primitives of mx_sparse.runtime.ascend: the AscendC kernel sources launched in-process
+"""The five accelerator primitives of mx_sparse.runtime.ascend, and the optional _gather_mm_transposed
+(GatherMm reading the layer's weight transposed): the AscendC kernel sources launched in-process
 by the CPU emulator (strict A2 rules, the platform of ASCEND_SIM_SOC, default Ascend910B2), against
 independent references: torch.searchsorted / torch.unique, a Python evaluation of the output-key rule,
 the CPU backend's maps (torch.ops.mx_sparse.build_subm_map / build_conv_map) and dense float64
@@ -351,6 +352,120 @@ def test_gathers_reject_what_the_kernels_do_not_support(prims):
         prims["_gather_mm_one_group"](f, w, nbr + 2)
     with pytest.raises(ValueError, match=r"weight: expected \[K=1, Cin=4, Cout\]"):
         prims["_gather_mm_one_group"](f, w.transpose(1, 2)[:, :3], nbr)
+
+
+# ------------------------------------------------------------------------------------------------
+# _gather_mm_transposed (GatherMm reading the layer's weight transposed: weight_layout 1 / 2)
+
+
+def gather_mm_transposed_reference(features, layer_weight, nbr, reverse):
+    """sum_k features[nbr[m, k]] @ layer_weight[k']^T in float64, k' = K-1-k when reversed, else k."""
+    f, w = features.double(), layer_weight.double()
+    kvol = nbr.shape[1]
+    out = torch.zeros(nbr.shape[0], w.shape[1], dtype=torch.float64)
+    for k in range(kvol):
+        out += gathered(f, nbr, k) @ w[kvol - 1 - k if reverse else k].T
+    return out
+
+
+def explicit_copy(layer_weight, reverse):
+    """The weight autograd made before (kernels/schema/autograd.cpp): transposed, offsets reversed."""
+    wt = layer_weight.transpose(1, 2)
+    return (wt.flip(0) if reverse else wt).contiguous()
+
+
+def _transposed_inputs(n_in, n_out, cin, cout, kvol, dtype, seed):
+    """features [n_in, cin] (the output gradient), the layer's weight [kvol, cout, cin], a map with
+    -1 entries (about one in eight) and one row without any neighbour."""
+    g = torch.Generator().manual_seed(seed)
+    f = torch.randn(n_in, cin, generator=g).to(dtype)
+    w = (torch.randn(kvol, cout, cin, generator=g) / (cin * kvol) ** 0.5).to(dtype)
+    nbr = torch.randint(0, n_in, (n_out, kvol), generator=g, dtype=torch.int32)
+    nbr[torch.rand(n_out, kvol, generator=g) < 0.125] = -1
+    nbr[n_out // 2] = -1
+    return f, w, nbr
+
+
+@pytest.mark.parametrize("reverse", [False, True], ids=["in-order", "reversed"])
+@pytest.mark.parametrize("cin,cout", [(16, 16), (3, 33), (33, 3)], ids=["16-16", "3-33", "33-3"])
+@pytest.mark.parametrize("kvol", [1, 8, 27])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
+def test_transposed_gather_mm_equals_float64_and_the_plain_kernel_on_the_copy(prims, dtype, kvol, cin, cout,
+                                                                              reverse):
+    """One GatherMm launch (the ISTRANS instantiation, strict emulator rules) against float64, and against
+    the plain GatherMm on the explicit transposed (reversed) copy. K = 1: one Matmul, the same products
+    in the same order, bit for bit. K > 1: one Matmul per offset where the plain kernel multiplies all K
+    offsets in one, so the fp32 sums are associated differently: float32 within its tolerance; fp16 and
+    bf16 add the offsets in fp32 too and round once, so the two differ by at most one rounding of T."""
+    f, w, nbr = _transposed_inputs(300, 250, cin, cout, kvol, dtype, seed=kvol * 100 + cin)
+    before = launches("GatherMm")
+    got = prims["_gather_mm_transposed"](f, w, nbr, reverse)
+    assert launches("GatherMm") == before + 1
+    assert got.shape == (250, cout) and got.dtype == dtype
+    ref = gather_mm_transposed_reference(f, w, nbr, reverse)
+    assert_close_to_fp64(got, ref, dtype)
+    assert torch.count_nonzero(got[125]) == 0   # the row without neighbours
+    plain = prims["_gather_mm_one_group"](f, explicit_copy(w, reverse), nbr)
+    if kvol == 1:
+        assert torch.equal(got, plain)
+    elif dtype == torch.float32:
+        assert_close_to_fp64(got, plain.double(), dtype)
+    else:
+        eps = torch.finfo(dtype).eps
+        torch.testing.assert_close(got.double(), plain.double(), rtol=eps, atol=eps * plain.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("n_out,cin,cout", [(1000, 1024, 8), (200, 2560, 4)], ids=["two-tiles", "two-k-groups"])
+def test_transposed_gather_mm_wide_rows(prims, dtype, n_out, cin, cout):
+    """Wide rows. K*Cin = 27*1024: 16-row tiles, so each AIV runs two tiles and the fp16/bf16 sums of a
+    tile are cast while the next tile is gathered (the fp32 tile of sums reused). K*Cin = 27*2560 >
+    65535: the slab splits into k-groups of 24 and 3 offsets, and each offset's A is a column block of
+    its group's rows (row pitch 24*Cin or 3*Cin)."""
+    f, w, nbr = _transposed_inputs(n_out + 200, n_out, cin, cout, 27, dtype, seed=cin)
+    got = prims["_gather_mm_transposed"](f, w, nbr, True)
+    assert_close_to_fp64(got, gather_mm_transposed_reference(f, w, nbr, True), dtype)
+    plain = prims["_gather_mm_one_group"](f, explicit_copy(w, True), nbr)
+    eps = torch.finfo(dtype).eps if dtype != torch.float32 else 1e-5
+    torch.testing.assert_close(got.double(), plain.double(), rtol=eps, atol=eps * plain.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_transposed_gather_mm_is_the_input_gradient_on_a_submanifold_map(prims, scenes, dtype):
+    """The use autograd makes of it: a submanifold map with the offsets reversed stands for its transpose,
+    so the result is the input gradient sum_k grad[nbr_t[i, k]] @ W[k]^T (float64, from transpose_map),
+    on a real map (sorted rows: the gather's windows as in training)."""
+    ind, shape, batch = scenes["kitti_crop"]
+    nbr = torch.ops.mx_sparse.build_subm_map(ind, shape, batch, [3, 3, 3], [1, 1, 1])
+    nbr_t = torch.ops.mx_sparse.transpose_map(nbr, ind.shape[0])
+    g = torch.Generator().manual_seed(12)
+    grad = torch.randn(nbr.shape[0], 24, generator=g).to(dtype)
+    layer_weight = (torch.randn(27, 13, 24, generator=g) / 24 ** 0.5).to(dtype)   # [K, Cin=13, Cout=24]
+    got = prims["_gather_mm_transposed"](grad, layer_weight, nbr, True)
+    assert got.shape == (ind.shape[0], 13)
+    assert_close_to_fp64(got, gather_mm_transposed_reference(grad, layer_weight, nbr_t, False), dtype)
+
+
+def test_transposed_gather_mm_rejects_what_it_does_not_support(prims):
+    f, w, nbr = _transposed_inputs(4, 3, 5, 6, 3, torch.float32, seed=3)
+    with pytest.raises(ValueError, match=r"weight: expected \[K=3, Cout, Cin=5\] \(read transposed\), got \[3, 5, 6\]"):
+        prims["_gather_mm_transposed"](f, w.transpose(1, 2).contiguous(), nbr, False)
+    with pytest.raises(ValueError, match=r"weight: expected \[K=3, Cout, Cin=5\]"):
+        prims["_gather_mm_transposed"](f, w[:2], nbr, False)
+    with pytest.raises(ValueError, match=r"weight: expected dtype torch.float32 like features, got torch.bfloat16"):
+        prims["_gather_mm_transposed"](f, w.bfloat16(), nbr, False)
+    with pytest.raises(ValueError, match=r"features: the Ascend kernels support float32, float16 and bfloat16, "
+                                         r"got float64"):
+        prims["_gather_mm_transposed"](f.double(), w.double(), nbr, True)
+    with pytest.raises(ValueError, match=r"nbr: expected dtype int32, got int64"):
+        prims["_gather_mm_transposed"](f, w, nbr.long(), True)
+    with pytest.raises(ValueError, match=r"nbr: entries must be -1 or a row of features in \[0, 4\), got 4"):
+        prims["_gather_mm_transposed"](f, w, nbr.clamp(min=0) + 4, True)
+    with pytest.raises(ValueError, match=r"channels: the Ascend gather_mm supports Cin, Cout <= 65535 per group"):
+        prims["_gather_mm_transposed"](f[:, :1], torch.zeros(3, 65536, 1), nbr, False)
+    before = launches("GatherMm")
+    empty = prims["_gather_mm_transposed"](f, w, nbr[:0], True)
+    assert empty.shape == (0, 6) and launches("GatherMm") == before   # no launch, as in the binding
 
 
 def test_stats_name_every_kernel():

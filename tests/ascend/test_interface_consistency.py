@@ -69,6 +69,12 @@ SEEDS = {
                      'this->Input("features").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_FLOAT16, ge::DT_BF16})',
                      'this->Input("features").ParamType(REQUIRED).DataType({ge::DT_FLOAT, ge::DT_FLOAT16})',
                      "DataType lists of different lengths"),
+    # a variant's tiling-key branch (GatherMm reading the weight transposed) instantiating another dtype
+    "variant_dtype": ("gather_mm/op_kernel/gather_mm.cpp", "GatherMmKernel<half, true> op;",
+                      "GatherMmKernel<float, true> op;", "kernel tiling-key branches instantiate"),
+    # the binding omits GatherMm's weight_layout attribute
+    "attr_not_passed": ("binding/mx_sparse_npu.cpp", "EXEC_NPU_CMD(aclnnGatherMm, f, w, n, weight_layout, out);",
+                        "EXEC_NPU_CMD(aclnnGatherMm, f, w, n, out);", "aclnnGatherMm called with 4 arguments"),
     # the kernel entry renamed: CANN looks the kernel up by snake_case(OpType)
     "kernel_renamed": ("conv_out_keys/op_kernel/conv_out_keys.cpp", "void conv_out_keys(", "void conv_out_key(",
                        "CANN expects `conv_out_keys`"),
@@ -102,11 +108,12 @@ std::tuple<at::Tensor, at::Tensor> unique_sorted_keys(const at::Tensor& sorted) 
   EXEC_NPU_CMD(aclnnUniqueSortedKeys, sorted, ukeys, count);
   return {ukeys, count};
 }
-at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr) {
+at::Tensor gather_mm(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr, int64_t cout,
+                     int64_t weight_layout) {
   auto f = features.contiguous();
   auto w = weight.contiguous();
-  auto out = at::empty({nbr.size(0), weight.size(2)}, features.options());
-  EXEC_NPU_CMD(aclnnGatherMm, f, w, nbr, out);
+  auto out = at::empty({nbr.size(0), cout}, features.options());
+  EXEC_NPU_CMD(aclnnGatherMm, f, w, nbr, weight_layout, out);
   return out;
 }
 at::Tensor gather_mm_backprop_filter_one_group(const at::Tensor& features, const at::Tensor& grad, const at::Tensor& nbr) {

@@ -103,6 +103,81 @@ def test_training_steps_through_the_npu_path_match_the_cpu_backend(tmp_path, sce
     assert set(stats) == set(KERNELS) and all(stats[k] > 0 for k in KERNELS), stats
 
 
+def input_gradient_net():
+    """A submanifold conv (its map symmetric: the input gradient reads it with the offsets reversed) and
+    a strided one (the transposed map), no bias, as tests/cuda/cuda_path_checks.py's in-place check."""
+    import mx_sparse
+    torch.manual_seed(0)
+    return mx_sparse.SparseSequential(mx_sparse.SubMConv3d(4, 16, 3, bias=False, indice_key="a"),
+                                      mx_sparse.SparseConv3d(16, 8, 3, stride=2, padding=1, bias=False))
+
+
+def input_gradients(indices, shape, features, create_graphs, calls_mode=None):
+    """d(sum of squares of the net's output) / d(features), once per create_graph flag, each with the
+    aten and mx_sparse operators its backward ran (calls_mode: a TorchDispatchMode factory, or none)."""
+    import mx_sparse
+    net = input_gradient_net()
+    out = []
+    for create_graph in create_graphs:
+        f = features.clone().requires_grad_()
+        loss = net(mx_sparse.SparseConvTensor(f, indices, shape, 1)).features.square().sum()
+        if calls_mode is None:
+            out.append((torch.autograd.grad(loss, f, create_graph=create_graph)[0].detach(), None))
+            continue
+        with calls_mode() as calls:
+            grad = torch.autograd.grad(loss, f, create_graph=create_graph)[0].detach()
+        out.append((grad, calls.seen))
+    return out
+
+
+INPUT_GRADIENT = r"""
+import sys, torch
+from torch.utils._python_dispatch import TorchDispatchMode
+sys.path.insert(0, TESTS_ASCEND)
+from test_npu_on_cpu import input_gradients
+cpu = [l for l in torch._C._dispatch_dump("mx_sparse::_gather_mm_transposed").splitlines() if l.startswith("CPU:")]
+assert cpu and "registration.py" in cpu[0], cpu   # the emulator's AscendC GatherMm reading W transposed
+
+
+class Calls(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        self.seen.append((str(func), None if first is None else first.dim()))
+        return func(*args, **(kwargs or {}))
+
+
+indices, shape, features = torch.load(INPUTS)
+torch.save(input_gradients(indices, shape, features, (False, True), Calls), RESULT)
+"""
+
+
+def test_input_gradients_read_the_weights_in_place_on_the_npu_path(tmp_path, scenes):
+    """A backward that records no graph takes each convolution's input gradient as one
+    _gather_mm_transposed call on the layer's own weight (AscendC GatherMm with the weight read
+    transposed, offsets reversed for the submanifold map): no transposed copy of a weight (no
+    index_select or clone of a 3-D tensor) (kernels/schema/autograd.cpp). With create_graph, gather_mm
+    on the copy, one per layer. Both equal the C++ CPU backend's input gradient within 1e-5."""
+    indices, shape, _ = scenes["kitti_crop"]
+    features = torch.randn(indices.shape[0], 4, generator=torch.Generator().manual_seed(1))
+    torch.save((indices, shape, features), tmp_path / "inputs.pt")
+    script = (f"TESTS_ASCEND, INPUTS, RESULT = {str(Path(__file__).parent)!r}, {str(tmp_path / 'inputs.pt')!r}, "
+              f"{str(tmp_path / 'result.pt')!r}\n" + INPUT_GRADIENT)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=npu_env(), capture_output=True, text=True,
+                          timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (reference, _), = input_gradients(indices, shape, features, (False,))   # C++ CPU backend, this process
+    for (grad, seen), create_graph in zip(torch.load(tmp_path / "result.pt"), (False, True)):
+        transposed = sum(name == "mx_sparse._gather_mm_transposed.default" for name, _ in seen)
+        weight_copies = sum(name in ("aten.index_select.default", "aten.clone.default") and dim == 3
+                            for name, dim in seen)
+        assert (transposed, weight_copies) == ((0, 2) if create_graph else (2, 0)), seen
+        torch.testing.assert_close(grad, reference, rtol=1e-5, atol=1e-5 * reference.abs().max().item())
+
+
 def test_dense_reference_grid_through_the_npu_path():
     """tests/test_conv_dense_reference.py (float32 under the switch) with the orchestration and the
     emulated AscendC kernels; left out: float64 gradcheck and the float64 hand-computed 4-D case

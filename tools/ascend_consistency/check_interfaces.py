@@ -9,7 +9,8 @@
                               <->  the tiling struct (registered with REGISTER_TILING_DEFAULT, read by
                                    the entry, stored by the glue; fields at offsets that are
                                    multiples of their size)
-  and the dtype columns of the OpDef <-> the element types of the kernel's tiling-key branches.
+  and the dtype columns of the OpDef <-> the element types of the kernel's tiling-key branches (in
+  key order, once per kernel variant).
 
     python tools/ascend_consistency/check_interfaces.py [--root REPO]    # exit 1 on any mismatch
 """
@@ -63,9 +64,12 @@ def check_dtypes(op, k):
     if len(cols) > 1:
         problems.append(f"{op.op_type}: DataType lists of different lengths {sorted(cols)} (columns must align)")
     first = op.inputs[0].dtypes if op.inputs else []
-    if k is not None and k.branch_types and k.branch_types != first:
+    # one run of branches per kernel variant (GatherMm: the weight as is, read transposed), each
+    # instantiating the dtype columns in key order
+    variants = len(k.branch_types) // len(first) if k is not None and first else 0
+    if k is not None and k.branch_types and (variants == 0 or k.branch_types != first * variants):
         problems.append(f"{op.op_type}: kernel tiling-key branches instantiate {k.branch_types}, "
-                        f"the OpDef's dtype columns are {first}")
+                        f"the OpDef's dtype columns are {first} (once per kernel variant)")
     if k is not None and not k.branch_types and len(set(first)) > 1:
         problems.append(f"{op.op_type}: OpDef lists dtypes {first} but the kernel has no per-dtype tiling-key branch")
     return problems

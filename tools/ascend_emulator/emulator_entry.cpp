@@ -245,24 +245,28 @@ int mxs_emu_unique_sorted_keys(const int64_t* keys, int64_t c, int64_t* ukeys, i
     });
 }
 
-// out [m, cout] = sum_k features[nbr[m, k]] @ weight[k] (aclnnGatherMm, one group).
-// features [n, cin], weight [kvol, cin, cout] of `dtype`, nbr int32 [m, kvol].
+// out [m, cout] = sum_k features[nbr[m, k]] @ W_k (aclnnGatherMm, one group; weightLayout =
+// its weight_layout attribute, gather_mm/op_host/gather_mm_weight_layout.h): W_k = weight[k] of a
+// [kvol, cin, cout] weight (0), or weight[k]^T / weight[kvol-1-k]^T of a [kvol, cout, cin] one read
+// transposed (1 / 2). features [n, cin], weight of `dtype`, nbr int32 [m, kvol].
 int mxs_emu_gather_mm(const void* features, int64_t n, int64_t cin, const void* weight, int64_t cout,
-                      const int32_t* nbr, int64_t m, int64_t kvol, const char* dtype, void* out) {
+                      const int32_t* nbr, int64_t m, int64_t kvol, int64_t weightLayout, const char* dtype,
+                      void* out) {
     return Guard([&] {
         const int32_t key = mxs_ascend::KernelDtypeKey("features", dtype);
         mxs_ascend::CheckGatherMmLimits(cin, cout);
+        mxs_ascend::CheckGatherMmWeightLayout(weightLayout);
         if (m == 0) return;
         CheckMapRows(nbr, m * kvol, n);
         const size_t esz = mxs_ascend::DTypeSize(key);
-        mxs_ascend::GatherMmShape s{m, n, kvol, cin, cout, key};
+        mxs_ascend::GatherMmShape s{m, n, kvol, cin, cout, key, (int32_t)weightLayout};
         GatherMmTilingData t;
         CheckTiling("GatherMm", mxs_ascend::GatherMmTiling(s, Platform(), t));
         if (t.usedAiv == 0) throw Failure("GatherMm host tiling chose no cores");
         Gm gF(features, n * cin * esz), gW(weight, kvol * cin * cout * esz), gN(nbr, m * kvol * 4),
             gOut(m * cout * esz), ws(mxs_ascend::GatherMmWorkspaceBytes(t));
         auto gT = TilingGm(t);
-        Run(GATHER_MM, KernelMode::MIX_MODE, t.dtypeKey, [&] {
+        Run(GATHER_MM, KernelMode::MIX_MODE, t.tilingKey, [&] {
             ICPU_RUN_KF(gather_mm, t.blockDim, gF.get(), gW.get(), gN.get(), gOut.get(), ws.get(), gT->get());
         });
         gOut.copyTo(out, m * cout * esz);

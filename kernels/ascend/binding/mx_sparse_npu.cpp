@@ -1,4 +1,5 @@
-// PrivateUse1 (NPU) kernels of the five accelerator primitives (kernels/schema/schema.cpp), built only
+// PrivateUse1 (NPU) kernels of the five accelerator primitives and of the optional input-gradient
+// primitive _gather_mm_transposed (kernels/schema/schema.cpp), built only
 // when torch_npu and CANN are present (setup.py detection); in CI here this file is compiled with
 // -fsyntax-only against the torch 2.14 + torch-npu 2.14.0 headers
 // (tests/ascend/test_npu_binding_compiles.py).
@@ -25,6 +26,7 @@
 
 #include "../conv_out_keys/op_host/conv_out_keys_limits.h"
 #include "../gather_mm/op_host/gather_mm_limits.h"
+#include "../gather_mm/op_host/gather_mm_weight_layout.h"
 #include "../gather_mm_backprop_filter/op_host/gather_mm_backprop_filter_limits.h"
 #include "../subm_map/op_host/subm_map_limits.h"
 #include "../unique_sorted_keys/op_host/unique_sorted_keys_limits.h"
@@ -88,15 +90,30 @@ std::tuple<at::Tensor, at::Tensor> unique_sorted_keys(const at::Tensor& sorted_k
   return {unique, count};
 }
 
-// One group: out[m] = sum_k features[nbr[m, k]] @ weight[k], weight [K, Cin, Cout] (AscendC GatherMm).
-at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr) {
+// AscendC GatherMm, one group, [M, cout] out: weight_layout (gather_mm_weight_layout.h) says whether
+// the weight is [K, Cin, Cout] or a layer's [K, Cout, Cin] read transposed (offsets in order or reversed).
+at::Tensor launch_gather_mm(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr, int64_t cout,
+                            int64_t weight_layout) {
   check_float(features, "features");
-  check_limits([&] { mxs_ascend::CheckGatherMmLimits(features.size(1), weight.size(2)); });
-  at::Tensor out = at::empty({nbr.size(0), weight.size(2)}, features.options());
+  check_limits([&] { mxs_ascend::CheckGatherMmLimits(features.size(1), cout); });
+  at::Tensor out = at::empty({nbr.size(0), cout}, features.options());
   if (nbr.size(0) == 0) return out;
   const at::Tensor f = features.contiguous(), w = weight.contiguous(), n = nbr.contiguous();
-  EXEC_NPU_CMD(aclnnGatherMm, f, w, n, out);
+  EXEC_NPU_CMD(aclnnGatherMm, f, w, n, weight_layout, out);
   return out;
+}
+
+// One group: out[m] = sum_k features[nbr[m, k]] @ weight[k], weight [K, Cin, Cout] (AscendC GatherMm).
+at::Tensor gather_mm_one_group(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr) {
+  return launch_gather_mm(features, weight, nbr, weight.size(2), mxs_ascend::GMM_WEIGHT_AS_IS);
+}
+
+// The input gradient with the layer's weight read in place (one group; autograd.cpp):
+// out[m] = sum_k features[nbr[m, k]] @ weight[k']^T, weight [K, Cout, Cin] (this op's Cout and Cin),
+// k' = K-1-k with reverse_offsets, else k (AscendC GatherMm, ISTRANS B: no transposed copy).
+at::Tensor gather_mm_transposed(const at::Tensor& features, const at::Tensor& weight, const at::Tensor& nbr,
+                                bool reverse_offsets) {
+  return launch_gather_mm(features, weight, nbr, weight.size(1), mxs_ascend::GatherMmTransposedLayout(reverse_offsets));
 }
 
 // One group: dW[k] = sum_m a[nbr[m, k]]^T (x) grad[m] (AscendC GatherMmBackpropFilter), a = features,
@@ -125,5 +142,6 @@ TORCH_LIBRARY_IMPL(mx_sparse, PrivateUse1, m) {
   m.impl("_conv_out_keys", &mxs_npu::conv_out_keys);
   m.impl("_unique_sorted_keys", &mxs_npu::unique_sorted_keys);
   m.impl("_gather_mm_one_group", &mxs_npu::gather_mm_one_group);
+  m.impl("_gather_mm_transposed", &mxs_npu::gather_mm_transposed);
   m.impl("_gather_mm_backprop_filter_one_group", &mxs_npu::gather_mm_backprop_filter_one_group);
 }

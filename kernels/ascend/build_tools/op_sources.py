@@ -74,7 +74,8 @@ class KernelEntry:
     params: List[str]
     registered_tiling: Optional[str]
     read_tiling: List[str]
-    branch_types: List[str]   # element types of the TILING_KEY_IS branches, in key order
+    branch_types: List[str]   # element types of the TILING_KEY_IS branches, in key order (a kernel with
+                              # several variants, e.g. GatherMm's weight layouts, lists each variant's)
 
 
 @dataclass
@@ -130,7 +131,8 @@ def parse_kernel(path: Path) -> KernelEntry:
     body = text[m.end():]
     reg = re.search(r"REGISTER_TILING_DEFAULT\(\s*([\w:]+)\s*\)", body)
     read = re.findall(r"GET_TILING_DATA_WITH_STRUCT\(\s*([\w:]+)\s*,", body)
-    branches = sorted((int(k), t) for k, t in re.findall(r"TILING_KEY_IS\((\d+)\)\)\s*\{[^}]*?<\s*(\w+)\s*>", body))
+    # the element type is a branch's first template argument (`Kernel<half>`, `Kernel<half, true>`)
+    branches = sorted((int(k), t) for k, t in re.findall(r"TILING_KEY_IS\((\d+)\)\)\s*\{[^}]*?<\s*(\w+)\s*[,>]", body))
     return KernelEntry(m.group(1), path, params, reg.group(1) if reg else None, read,
                        [KERNEL_TYPES.get(t, t) for _, t in branches])
 

@@ -167,6 +167,35 @@ int main() {
                                     "slab budget %lld", (long long)(t.slabElems * esz));
                             REQUIRE(t.wsPerAiv >= 2 * t.slabElems * esz && t.wsPerAiv % 512 == 0, "ws");
                             REQUIRE(t.mm.Ka == t.kGroup * cin && t.mm.N == cout && t.mm.M == t.tileRows, "mm");
+                            REQUIRE(t.mm.Kb == t.mm.Ka && t.mm.singleCoreK == t.mm.Ka, "mm K");
+                            REQUIRE(t.tilingKey == dt && t.accOffset == 0 && t.castChunk == 0, "plain key %d", t.tilingKey);
+                            // ---------------- gather_mm reading the weight transposed (layouts 1, 2)
+                            for (int32_t layout : {(int32_t)GMM_WEIGHT_T, (int32_t)GMM_WEIGHT_T_REVERSED}) {
+                                GatherMmTilingData u;
+                                GatherMmShape su{M, M + 5, K, cin, cout, dt, layout};
+                                REQUIRE(GatherMmTiling(su, p, u) == TILING_OK, "T M %lld K %lld cin %lld", (long long)M, (long long)K, (long long)cin);
+                                REQUIRE(u.tilingKey == dt + kGmmWeightTKeyBase, "T key %d", u.tilingKey);
+                                REQUIRE(layout == GMM_WEIGHT_T ? (u.kFirst == 0 && u.kStep == 1) : (u.kFirst == K - 1 && u.kStep == -1), "T offsets");
+                                REQUIRE(u.ubBytes <= (int64_t)p.ubSize, "T ub %d", u.ubBytes);
+                                checkWindowGather(u.wg, K, cin, esz, u.tileRows, (int64_t)p.ubSize - (int64_t)u.castChunk * (4 + esz));
+                                REQUIRE(u.kGroup == t.kGroup && u.kGroup % u.wg.group == 0, "T k-groups as the plain slab's");
+                                REQUIRE(u.tileRows >= 1 && u.tileRows <= t.tileRows, "T rows %d", u.tileRows);
+                                REQUIRE(u.slabElems == (int64_t)u.tileRows * K * cin, "T slab");
+                                // one Matmul per offset: A a Cin-wide column block of the k-group's rows, B one W[k'] read transposed
+                                REQUIRE(u.mm.Ka == u.kGroup * cin && u.mm.Kb == cin && u.mm.singleCoreK == cin && u.mm.N == cout &&
+                                            u.mm.M == u.tileRows, "T mm");
+                                if (esz == 4) {
+                                    REQUIRE(u.accOffset == 0 && u.castChunk == 0 && u.ubBytes == u.wg.ubBytes, "T fp32 sums in out");
+                                    REQUIRE(u.wsPerAiv == AlignUp(2 * u.slabElems * esz, 512), "T ws");
+                                } else {   // fp32 tile of sums after the slabs, a cast through two UB buffers
+                                    REQUIRE(u.castChunk == kGmmCastChunk && u.ubBytes == u.wg.ubBytes + kGmmCastChunk * (4 + esz), "T cast");
+                                    REQUIRE(u.accOffset >= 2 * u.slabElems * esz && u.accOffset % 512 == 0, "T acc offset");
+                                    REQUIRE(u.wsPerAiv >= u.accOffset + (int64_t)u.tileRows * cout * 4 && u.wsPerAiv % 512 == 0, "T ws");
+                                    REQUIRE((int64_t)u.tileRows * cout * 4 <= std::max(kGmmSlabBudget, kGmmMinTileRows * cout * 4), "T sums budget");
+                                }
+                                if (u.usedAiv > 0) checkCoverage(M, u.usedAiv);
+                                REQUIRE(u.usedAiv == t.usedAiv && u.blockDim == t.blockDim, "T cores");
+                            }
                             if (t.usedAiv > 0) {
                                 checkCoverage(M, t.usedAiv);
                                 // a core's share fits one or more tiles; tiles never exceed the share unless share < 1 tile
@@ -201,6 +230,7 @@ int main() {
     REQUIRE(GatherMmTiling({10, 10, 27, 8, 8, 7}, plats[0], t) == TILING_BAD_DTYPE, "dtype");
     REQUIRE(GatherMmTiling({10, 10, 27, 8, 8, 0}, {0, 0, 196608}, t) == TILING_BAD_PLATFORM, "no cores");
     REQUIRE(GatherMmTiling({10, 10, 1, 70000, 8, 0}, plats[0], t) == TILING_CHANNELS_TOO_WIDE, "cin > 65535");
+    REQUIRE(GatherMmTiling({10, 10, 27, 8, 8, 0, 3}, plats[0], t) == TILING_BAD_SHAPE, "weight layout 3");
     GatherMmBpfTilingData b;
     REQUIRE(GatherMmBpfTiling({10, 10, 27, 8, 70000, 0}, plats[0], b) == TILING_CHANNELS_TOO_WIDE, "cout > 65535");
     // ---------------- subm_map: every kernel shape up to 5x5x5, N up to 5 million

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include "tiling_common.h"
 #include "gather_mm_tiling_data.h"
+#include "gather_mm_weight_layout.h"
 
 namespace mxs_ascend {
 
@@ -11,12 +12,14 @@ struct GatherMmShape {
     int64_t numOut = 0, numIn = 0;
     int64_t kvol = 0, cin = 0, cout = 0;
     int32_t dtypeKey = DT_KEY_FP32;
+    int32_t weightLayout = GMM_WEIGHT_AS_IS;  // GatherMmWeightLayout: with GMM_WEIGHT_T*, the weight is [K, cout, cin]
 };
 
 // Budgets (bytes). Public so tests can reason about them.
 constexpr int64_t kGmmSlabBudget = 1ll << 20;      // one gather slab per AIV (two are used)
 constexpr int64_t kGmmMaxTileRows = 256;
 constexpr int64_t kGmmMinTileRows = 16;            // wide K*cin rows may take the slab past its budget
+constexpr int64_t kGmmCastChunk = 2048;            // fp32 elements per cast step (fp16/bf16, weight read transposed)
 
 // Offsets that share one gather window: the kernel size of the last axis when the offsets are a
 // cubic kernel (K = X^3, k row-major), else 1. A performance choice only: any value is exact.
