@@ -7,6 +7,7 @@
 #pragma once
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <optional>
 #include <tuple>
 
 namespace mxs {
@@ -27,10 +28,12 @@ struct MapPrimitives {
   c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
       const at::Tensor&, c10::IntArrayRef, c10::IntArrayRef, c10::IntArrayRef)>
       conv_output_rows;
-  // (query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows) -> int32 [S, K]
-  // rows order[p] (or -1), at row order[s] with scatter_rows: optional, only where has_kernel
-  c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t,
-                                      const at::Tensor&, bool)>
+  // (query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows, transpose_rows)
+  // -> (int32 [S, K] rows order[p] (or -1), at row order[s] with scatter_rows; the transpose on
+  // transpose_rows rows): optional, only where has_kernel
+  c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                              int64_t, int64_t, const std::optional<at::Tensor>&,
+                                                              bool, int64_t)>
       sorted_key_lookup_rows;
 };
 
@@ -61,8 +64,8 @@ inline const MapPrimitives& map_primitives() {
                                                                 c10::IntArrayRef, c10::IntArrayRef)>(),
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("mx_sparse::_sorted_key_lookup_rows", "")
-          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t, int64_t,
-                            const at::Tensor&, bool)>(),
+          .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t,
+                                                    int64_t, const std::optional<at::Tensor>&, bool, int64_t)>(),
   };
   return table;
 }

@@ -29,7 +29,8 @@
 // Where the tensors' device has kernels for the optional primitives (map_primitives.h; CUDA), the
 // builders hand them work that is ATen operators elsewhere: _sorted_key_lookup_rows writes the
 // sort's rows instead of positions (and a submanifold map's rows in input order), so rows_of and
-// the un-permutation's index_copy_ go; _conv_output_rows gives a strided map's output rows and
+// the un-permutation's index_copy_ go, and a strided map's transpose beside it, so transpose_map's
+// scatter goes (the caller keeps it with the map); _conv_output_rows gives a strided map's output rows and
 // their query keys with the compaction, so the unpack and pack go. The same maps bit for bit.
 //
 // Nothing here reads device data or makes a CPU tensor, so a builder still traces on fake CUDA
@@ -270,8 +271,8 @@ class SubmMapBuild {
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, true, device_);
     const auto& primitives = map_primitives();
     if (rows_in_lookup_) {   // the lookup writes rows, each sorted voxel's at its input row: the map
-      const at::Tensor nbr =
-          primitives.sorted_key_lookup_rows.call(keys_, keys_, deltas, kernel_.back(), bound_, order_, true);
+      const at::Tensor nbr = std::get<0>(
+          primitives.sorted_key_lookup_rows.call(keys_, keys_, deltas, kernel_.back(), bound_, order_, true, 0));
       return {nbr, nbr};
     }
     const at::Tensor found = primitives.sorted_key_lookup.call(keys_, keys_, deltas, kernel_.back(), bound_);
@@ -385,14 +386,17 @@ class ConvMapBuild {
   }
 
   // (out_indices int32 [M, 1+nd] in canonical order, nbr int32 [M, K], out_shape, the lookup's
-  // result) for the M read: output o reaches input o*s - p + kp*d, i.e. the key of o*s plus offset
-  // k's (uncentred) delta on the input grid shifted by the padding, looked up in the sorted input
-  // keys. The lookup's rows are the map's rows; its result goes to the caller for what the device
-  // primitive may have kept with it (mx_sparse/_accelerator/built_maps.py, lookup_row_key).
-  std::tuple<at::Tensor, at::Tensor, Values, at::Tensor> finish(int64_t m) const {
+  // result, the map's transpose on the N input rows or None) for the M read: output o reaches
+  // input o*s - p + kp*d, i.e. the key of o*s plus offset k's (uncentred) delta on the input grid
+  // shifted by the padding, looked up in the sorted input keys. The lookup's rows are the map's
+  // rows; its result goes to the caller for what the device primitive may have kept with it
+  // (mx_sparse/_accelerator/built_maps.py, lookup_row_key). The transpose comes from the lookup's
+  // launch where the device has _sorted_key_lookup_rows (the input gradient's map: no scatter).
+  std::tuple<at::Tensor, at::Tensor, Values, at::Tensor, std::optional<at::Tensor>> finish(int64_t m) const {
     if (n_ == 0)
       return {at::empty({0, static_cast<int64_t>(1 + out_shape.size())}, int32_on(device_)),
-              at::empty({0, kvol_}, int32_on(device_)), out_shape, at::empty({0, kvol_}, int32_on(device_))};
+              at::empty({0, kvol_}, int32_on(device_)), out_shape, at::empty({0, kvol_}, int32_on(device_)),
+              std::nullopt};
     check_row_count(m);
     at::Tensor out_idx, query;
     if (out_rows_.defined()) {   // _conv_output_rows made them (as many rows as pair keys): the first m,
@@ -405,14 +409,15 @@ class ConvMapBuild {
     }
     const at::Tensor deltas = key_deltas(kernel_, dilation_, padded_, false, device_);
     const auto& primitives = map_primitives();
-    if (order_.defined() && has_kernel(primitives.sorted_key_lookup_rows, query)) {   // the lookup writes rows
-      const at::Tensor nbr =
-          primitives.sorted_key_lookup_rows.call(query, in_keys_, deltas, kernel_.back(), bound_, order_, false);
-      return {out_idx, nbr, out_shape, nbr};
+    if (has_kernel(primitives.sorted_key_lookup_rows, query)) {   // the lookup writes rows and the transpose
+      const std::optional<at::Tensor> order = order_.defined() ? std::optional<at::Tensor>(order_) : std::nullopt;
+      auto [nbr, transposed] =
+          primitives.sorted_key_lookup_rows.call(query, in_keys_, deltas, kernel_.back(), bound_, order, false, n_);
+      return {out_idx, nbr, out_shape, nbr, transposed};
     }
     const at::Tensor found = primitives.sorted_key_lookup.call(query, in_keys_, deltas, kernel_.back(), bound_);
     // sorted input rows: the lookup's positions are the rows
-    return {out_idx, order_.defined() ? rows_of(found, order_) : found, out_shape, found};
+    return {out_idx, order_.defined() ? rows_of(found, order_) : found, out_shape, found, std::nullopt};
   }
 
  private:

@@ -133,13 +133,16 @@ TORCH_LIBRARY(mx_sparse, m) {
   m.def("_sorted_key_lookup(Tensor query_keys, Tensor sorted_keys, Tensor key_deltas, int group, "
         "int key_bound) -> Tensor");
   // _sorted_key_lookup with the positions p written as the rows order[p] (order int64 [C]: the
-  // permutation that sorted the keys; -1 stays -1), and with scatter_rows (S == C, the queries
-  // being the sorted keys themselves) query s's entries at row order[s] instead of s: a map in
-  // its input rows' order. An optional primitive (see _conv_output_rows): the builders call it
-  // where the tensors' device has a kernel for it (CUDA: the lookup's own launch) and otherwise
-  // turn the positions into rows with ATen operators; no fallback is registered.
+  // permutation that sorted the keys; None: position p is row p; -1 stays -1), with scatter_rows
+  // (S == C, the queries being the sorted keys themselves) query s's entries at row order[s]
+  // instead of s: a map in its input rows' order; and with transpose_rows > 0 (no scatter_rows)
+  // the map's transpose on that many rows as the second result (cell (r, k) = the result row whose
+  // entry k is r, -1 where none; a map names each (row, offset) once), else an empty [0, K]. An
+  // optional primitive (see _conv_output_rows): the builders call it where the tensors' device has
+  // a kernel for it (CUDA: the lookup's own launch) and otherwise do the same with ATen operators
+  // (rows_of, index_copy_, scatter_transpose); no fallback is registered.
   m.def("_sorted_key_lookup_rows(Tensor query_keys, Tensor sorted_keys, Tensor key_deltas, int group, "
-        "int key_bound, Tensor order, bool scatter_rows) -> Tensor");
+        "int key_bound, Tensor? order, bool scatter_rows, int transpose_rows) -> (Tensor, Tensor)");
   // indices int32 [N, 1+nd] (inside the grid) -> int64 [J*N], slot-major ([J, N] flattened): per
   // axis, the kernel positions kp through which coordinate i reaches an output (i + padding -
   // kp*dilation a multiple of stride) are i's lattice positions, at most J_d = conv_out_slots

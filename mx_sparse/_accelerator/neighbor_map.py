@@ -86,11 +86,13 @@ def build_conv_map(indices, spatial_shape, batch_size, kernel_size, stride, padd
         built_maps.vouch_indices(indices, spatial_shape, batch_size)
     # the input rows' offset bitmasks a device _conv_out_keys wrote (CUDA): the transpose's row keys
     transpose_key = built_maps.result_row_key(build.take_pair_keys())
-    out_idx, nbr, out_shape, found = build.finish(m)    # the outputs, the lookup and the rows
+    out_idx, nbr, out_shape, found, nbr_t = build.finish(m)    # the outputs, the lookup and the rows
     # distinct, in the output grid and ascending (the sorted distinct output keys, unpacked)
     built_maps.vouch_indices(out_idx, out_shape, batch_size, ascending=True)
     # the map's rows are the lookup's: the row keys a device lookup wrote (CUDA) are the map's
     built_maps.vouch_map(nbr, indices.shape[0], built_maps.result_row_key(found), transpose_key)
+    if nbr_t is not None:   # the transpose the lookup's launch wrote (CUDA): transpose_map finds it kept
+        built_maps.keep_transpose(nbr, nbr_t)
     return out_idx, nbr, out_shape
 
 

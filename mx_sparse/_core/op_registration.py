@@ -207,8 +207,11 @@ def _unique_sorted_keys_fake(sorted_keys):
 
 
 @_register_fake("_sorted_key_lookup_rows")
-def _sorted_key_lookup_rows_fake(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows):
-    return query_keys.new_empty((query_keys.shape[0], key_deltas.shape[0]), dtype=torch.int32)
+def _sorted_key_lookup_rows_fake(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows,
+                                 transpose_rows):
+    kvol = key_deltas.shape[0]
+    return (query_keys.new_empty((query_keys.shape[0], kvol), dtype=torch.int32),
+            query_keys.new_empty((transpose_rows, kvol), dtype=torch.int32))
 
 
 @_register_fake("_conv_output_rows")

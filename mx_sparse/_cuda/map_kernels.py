@@ -14,7 +14,8 @@ module imports triton, launch.py imports it when a map is first built).
                             for the first KEY_BITS offsets found), which map_plan then need not
                             compute for the map made from this lookup (no row_mask launch); with
                             ROWS (and SCATTER) the positions as the sort's rows (and each query's
-                            entries at its own row: contract _sorted_key_lookup_rows)
+                            entries at its own row), with TRANSPOSE the map's transpose too
+                            (contract: _sorted_key_lookup_rows)
   unique_runs_kernel:       the first key of each run of equal sorted keys (sentinels INT64_MAX
                             excluded) compacted to the front, INT64_MAX after them, their count
                             (contract: _unique_sorted_keys; one pass, a decoupled look-back scan,
@@ -131,9 +132,9 @@ def conv_out_keys_kernel(indices, out, key, n, slots, cells, bits,
 
 
 @triton.jit(do_not_specialize=_SCALARS)
-def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, order, s, kvol, c, steps, bits,
+def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, order, tpose, s, kvol, c, steps, bits,
                              BLOCK_S: tl.constexpr, BLOCK_K: tl.constexpr, ROWS: tl.constexpr,
-                             SCATTER: tl.constexpr):
+                             SCATTER: tl.constexpr, TRANSPOSE: tl.constexpr):
     """A program owns BLOCK_S whole rows (queries), their offsets BLOCK_K at a time: it writes every
     entry of its rows and their bitmask keys, so no write is shared between programs (no atomics,
     no zero-filled buffer) and the keys do not depend on the order of work.
@@ -141,7 +142,9 @@ def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, order, s, kvo
     ROWS (_sorted_key_lookup_rows): a found position p is written as the row order[p] (``order``:
     the sort's permutation, int64); with SCATTER too, query s's entries and key go to row order[s]
     (the queries are the sorted keys themselves: the map's rows in input order). order is a
-    permutation: still one writer per row."""
+    permutation: still one writer per row. TRANSPOSE (without SCATTER): each found entry (s, k)
+    naming row r also writes s to tpose[r, k] (prefilled with -1 by the host): the map's transpose,
+    one writer per cell because a map names each (row, offset) once."""
     rows = tl.program_id(0).to(tl.int64) * BLOCK_S + tl.arange(0, BLOCK_S)
     live_r = rows < s
     base = tl.load(query + rows, mask=live_r, other=0)
@@ -170,6 +173,8 @@ def sorted_key_lookup_kernel(query, sorted_keys, deltas, out, key, order, s, kvo
         if ROWS:
             at = tl.load(order + lo, mask=found, other=0)
         tl.store(out + target[:, None] * kvol + ks[None, :], tl.where(found, at, -1).to(tl.int32), mask=inside)
+        if TRANSPOSE:
+            tl.store(tpose + at * kvol + ks[None, :], (rows[:, None] + ks[None, :] * 0).to(tl.int32), mask=found)
         # bit k for the first ``bits`` offsets found (map_plan.py's row key; the shift amount is
         # kept below the key's width in every lane, masked or not); distinct powers of two: their
         # sum is their OR

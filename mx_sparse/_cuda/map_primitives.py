@@ -97,17 +97,28 @@ def lookup_warps(kvol: int, scatter: bool) -> int:
 def sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound):
     if _too_large(query_keys, sorted_keys, key_deltas):
         return fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
-    return _lookup(query_keys, sorted_keys, key_deltas, query_keys, False, False)
+    return _lookup(query_keys, sorted_keys, key_deltas, query_keys, False, False, None)
 
 
-def sorted_key_lookup_rows(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows):
+def sorted_key_lookup_rows(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows,
+                           transpose_rows):
     """_sorted_key_lookup_rows: the lookup's positions written as the rows ``order`` holds (and, with
-    ``scatter_rows``, query s's entries at row order[s]) by the lookup's launch (ROWS, SCATTER)."""
+    ``scatter_rows``, query s's entries at row order[s]; with ``transpose_rows``, the map's transpose
+    beside it) by the lookup's launch (ROWS, SCATTER, TRANSPOSE)."""
+    kvol = key_deltas.shape[0]
     if _too_large(query_keys, sorted_keys, key_deltas):
-        found = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
-        rows = map_orchestration.rows_of(found, order)
-        return torch.empty_like(rows).index_copy_(0, order, rows) if scatter_rows else rows
-    return _lookup(query_keys, sorted_keys, key_deltas, launch.aligned(order), True, scatter_rows)
+        nbr = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
+        if order is not None:
+            nbr = map_orchestration.rows_of(nbr, order)
+            nbr = torch.empty_like(nbr).index_copy_(0, order, nbr) if scatter_rows else nbr
+        return nbr, (map_orchestration.scatter_transpose(nbr, transpose_rows) if transpose_rows
+                     else nbr.new_empty((0, kvol)))
+    # the transpose's cells no entry names stay -1
+    tpose = torch.full((transpose_rows, kvol), fallback.NO_NEIGHBOR, dtype=torch.int32,
+                       device=query_keys.device) if transpose_rows else None
+    nbr = _lookup(query_keys, sorted_keys, key_deltas, query_keys if order is None else launch.aligned(order),
+                  order is not None, scatter_rows, tpose)
+    return nbr, nbr.new_empty((0, kvol)) if tpose is None else tpose
 
 
 def _too_large(query_keys, sorted_keys, key_deltas) -> bool:
@@ -115,7 +126,9 @@ def _too_large(query_keys, sorted_keys, key_deltas) -> bool:
     return query_keys.shape[0] * key_deltas.shape[0] >= INT32_LIMIT or sorted_keys.shape[0] >= INT32_LIMIT
 
 
-def _lookup(query_keys, sorted_keys, key_deltas, order, rows, scatter):
+def _lookup(query_keys, sorted_keys, key_deltas, order, rows, scatter, tpose):
+    """One lookup launch; ``order`` (any int64 tensor where not ROWS: never read), ``tpose`` (the
+    transpose to write, prefilled with -1, or None)."""
     s, kvol, c = query_keys.shape[0], key_deltas.shape[0], sorted_keys.shape[0]
     out = torch.empty((s, kvol), dtype=torch.int32, device=query_keys.device)
     if c == 0 or s == 0 or kvol == 0:
@@ -125,9 +138,10 @@ def _lookup(query_keys, sorted_keys, key_deltas, order, rows, scatter):
     key = torch.empty((s,), dtype=map_plan.key_dtype(kvol), device=query_keys.device)
     block_s, block_k = lookup_blocks(kvol)
     launch.run(launch.map_kernels().sorted_key_lookup_kernel, "sorted_key_lookup", "int64", f"b{block_s}x{block_k}",
-               (_cdiv(s, block_s),), (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key, order),
+               (_cdiv(s, block_s),),
+               (*launch.aligned_all(query_keys, sorted_keys, key_deltas), out, key, order, out if tpose is None else tpose),
                s, kvol, c, c.bit_length(), map_plan.key_bits(kvol), BLOCK_S=block_s, BLOCK_K=block_k, ROWS=rows,
-               SCATTER=scatter, num_warps=lookup_warps(kvol, scatter))
+               SCATTER=scatter, TRANSPOSE=tpose is not None, num_warps=lookup_warps(kvol, scatter))
     built_maps.keep_result_row_key(out, key)
     return out
 

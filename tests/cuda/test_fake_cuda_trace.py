@@ -118,6 +118,8 @@ def test_map_builders(trace):
     t = CUDA["transpose_map"](nbr, 100)     # a map the builder made: nothing to check, nothing read
     assert t.device.type == "cuda" and t.shape == (100, 27)
     check(log, reads, [], [])
+    # nothing computed either: the lookup's launch wrote the transpose, kept with the map
+    assert not [op for op in log.ops if "scatter" in op or "full" in op], log.ops
     assert CUDA["transpose_map"](nbr, 100) is t            # kept with the map
     answers["transpose_map: entries in range, each (input row, offset) once"] = [BIG, BIG]
     t = CUDA["transpose_map"](cuda(37, 27, dtype=torch.int32), 100)     # any other map is checked

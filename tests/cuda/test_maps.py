@@ -143,10 +143,12 @@ def test_triton_map_primitives_equal_the_fallbacks(ndim):
 
 @pytest.mark.parametrize("kvol", [1, 8, 27])
 def test_lookup_writing_rows(kvol):
-    """_sorted_key_lookup_rows on CUDA (the lookup's launch with ROWS, and SCATTER) against the
-    positions of the fallback lookup turned into rows by hand: order[p] for position p, -1 kept,
-    and with scatter_rows each query's row moved to row order[s]; the row bitmasks kept with the
-    result move with the rows."""
+    """_sorted_key_lookup_rows on CUDA (the lookup's launch with ROWS, SCATTER, TRANSPOSE) against the
+    positions of the fallback lookup turned into rows by hand: order[p] for position p (p itself
+    without an order), -1 kept; with scatter_rows each query's row moved to row order[s]; with
+    transpose_rows the map's transpose, as transpose_map's scatter makes it. The row bitmasks kept
+    with the result move with the rows."""
+    from mx_sparse._C import map_orchestration
     from mx_sparse._accelerator import built_maps, fallback
     from mx_sparse._cuda import map_primitives
     g = torch.Generator().manual_seed(kvol)
@@ -157,10 +159,11 @@ def test_lookup_writing_rows(kvol):
     as_rows = torch.where(found >= 0, order[found.clamp(min=0).long()], -1).int()
     plain_key = built_maps.result_row_key(map_primitives.sorted_key_lookup(sorted_keys, sorted_keys, deltas, kvol,
                                                                            20000))
-    gathered = map_primitives.sorted_key_lookup_rows(sorted_keys, sorted_keys, deltas, kvol, 20000, order, False)
-    assert torch.equal(gathered, as_rows)
+    lookup = map_primitives.sorted_key_lookup_rows
+    gathered, none = lookup(sorted_keys, sorted_keys, deltas, kvol, 20000, order, False, 0)
+    assert torch.equal(gathered, as_rows) and none.shape == (0, kvol)
     assert torch.equal(built_maps.result_row_key(gathered), plain_key)
-    scattered = map_primitives.sorted_key_lookup_rows(sorted_keys, sorted_keys, deltas, kvol, 20000, order, True)
+    scattered, _ = lookup(sorted_keys, sorted_keys, deltas, kvol, 20000, order, True, 0)
     want = torch.empty_like(as_rows)
     want[order] = as_rows
     assert torch.equal(scattered, want)
@@ -169,6 +172,15 @@ def test_lookup_writing_rows(kvol):
     assert torch.equal(built_maps.result_row_key(scattered), want_key)
     # the query keys' own rows: each voxel finds itself at its centre offset
     assert torch.equal(scattered[:, kvol // 2].long(), torch.arange(1500))
+    # a strided-like lookup: every third key queried, more rows than queries in the transpose
+    query = sorted_keys[::3].contiguous()
+    for rows_of_order in (order, None):
+        nbr, transposed = lookup(query, sorted_keys, deltas, kvol, 20000, rows_of_order, False, 1500)
+        positions = fallback.sorted_key_lookup(query, sorted_keys, deltas, kvol, 20000)
+        want = positions if rows_of_order is None else map_orchestration.rows_of(positions, order)
+        assert torch.equal(nbr, want)
+        assert torch.equal(transposed, map_orchestration.scatter_transpose(want, 1500))
+        assert int((transposed >= 0).sum()) == int((want >= 0).sum()) > 0
 
 
 def _rows_and_queries(unique, count, out_shape, query_shape, stride):

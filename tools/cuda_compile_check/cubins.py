@@ -184,13 +184,17 @@ def map_configurations():
     for kvol in (1, 8, 27, 125):            # 1x1x1 .. 5x5x5 kernels (larger ones: 125's code, BLOCK_K 128)
         key = "*i32" if map_plan.key_dtype(kvol) == torch.int32 else "*i64"
         block_s, block_k = map_primitives.lookup_blocks(kvol)
-        # positions (_sorted_key_lookup), rows (_sorted_key_lookup_rows), rows at their own rows
-        for rows, scatter, suffix in ((False, False, ""), (True, False, "-rows"), (True, True, "-scatter")):
+        # positions (_sorted_key_lookup); _sorted_key_lookup_rows: rows, rows at their own rows (a
+        # submanifold map), positions or rows with the transpose (a strided map)
+        for rows, scatter, transpose, suffix in ((False, False, False, ""), (True, False, False, "-rows"),
+                                                 (True, True, False, "-scatter"), (False, False, True, "-t"),
+                                                 (True, False, True, "-rows-t")):
             yield ("sorted_key_lookup_kernel", "int64", "-", f"b{block_s}x{block_k}-k{kvol}{suffix}",
                    {"query": "*i64", "sorted_keys": "*i64", "deltas": "*i64", "out": "*i32", "key": key,
-                    "order": "*i64", "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32", "bits": "i32",
-                    "BLOCK_S": "constexpr", "BLOCK_K": "constexpr", "ROWS": "constexpr", "SCATTER": "constexpr"},
-                   {"BLOCK_S": block_s, "BLOCK_K": block_k, "ROWS": rows, "SCATTER": scatter},
+                    "order": "*i64", "tpose": "*i32", "s": "i32", "kvol": "i32", "c": "i32", "steps": "i32",
+                    "bits": "i32", "BLOCK_S": "constexpr", "BLOCK_K": "constexpr", "ROWS": "constexpr",
+                    "SCATTER": "constexpr", "TRANSPOSE": "constexpr"},
+                   {"BLOCK_S": block_s, "BLOCK_K": block_k, "ROWS": rows, "SCATTER": scatter, "TRANSPOSE": transpose},
                    {"num_warps": map_primitives.lookup_warps(kvol, scatter)})
     # NDIM 0: _unique_sorted_keys (rows and query: the unique keys' pointer, never touched);
     # NDIM 1..4: _conv_output_rows
