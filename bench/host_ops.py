@@ -129,6 +129,25 @@ def _conv_output_rows_by_operators(sorted_keys, out_shape, query_shape, stride):
     return rows.int(), map_orchestration.pack(rows, list(query_shape), [], list(stride)), count
 
 
+def _sorted_key_lookup_rows_by_operators(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows,
+                                         transpose_rows):
+    """_sorted_key_lookup_rows (optional, no fallback) from the lookup's fallback and the
+    orchestration's rows_of, un-permutation and transpose, as the builders compute it without it."""
+    from mx_sparse._C import map_orchestration
+    from mx_sparse._accelerator import fallback
+    nbr = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
+    if order is not None:
+        nbr = map_orchestration.rows_of(nbr, order)
+        nbr = torch.empty_like(nbr).index_copy_(0, order, nbr) if scatter_rows else nbr
+    return nbr, (map_orchestration.scatter_transpose(nbr, transpose_rows) if transpose_rows
+                 else nbr.new_empty((0, key_deltas.shape[0])))
+
+
+# the optional map primitives' results computed from torch operators (they have no fallback)
+_OPTIONAL_REFERENCES = {"_conv_output_rows": _conv_output_rows_by_operators,
+                        "_sorted_key_lookup_rows": _sorted_key_lookup_rows_by_operators}
+
+
 def _map_results_by_fallback(inline):
     """The CUDA map primitives in ``inline`` run their host code and record their launches as
     they are, and return the torch fallbacks' results (bit-equal: tests/cuda/test_maps.py),
@@ -136,7 +155,7 @@ def _map_results_by_fallback(inline):
     from mx_sparse._accelerator import built_maps, fallback
     from mx_sparse._cuda import map_primitives
     for name, cuda_version in map_primitives.PRIMITIVES.items():
-        reference = fallback.PRIMITIVES.get(name, _conv_output_rows_by_operators)
+        reference = fallback.PRIMITIVES.get(name) or _OPTIONAL_REFERENCES[name]
 
         def primitive(*args, cuda_version=cuda_version, reference=reference):
             made = cuda_version(*args)
@@ -145,9 +164,11 @@ def _map_results_by_fallback(inline):
             # what the lookup's or _conv_out_keys' launch kept with its result (row keys: the
             # plans of the map, or of its transpose, then run no row_mask launch) goes with the
             # result returned instead
-            key = built_maps.result_row_key(made) if isinstance(made, torch.Tensor) else None
+            # (_sorted_key_lookup_rows: the map and its transpose)
+            made_map, result_map = (made[0], result[0]) if isinstance(made, tuple) else (made, result)
+            key = built_maps.result_row_key(made_map) if isinstance(made_map, torch.Tensor) else None
             if key is not None:
-                built_maps.keep_result_row_key(result, key)
+                built_maps.keep_result_row_key(result_map, key)
             return result
         inline[name] = primitive
     return inline
