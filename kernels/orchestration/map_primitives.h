@@ -1,9 +1,11 @@
 // The accelerators' three map primitives (kernels/schema/schema.cpp: _sorted_key_lookup,
 // _conv_out_keys, _unique_sorted_keys) and the optional _conv_output_rows and
-// _sorted_key_lookup_rows as one table of typed operator handles, looked up in the dispatcher once. A call goes through the dispatcher like torch.ops.mx_sparse.<name>(...) from
-// Python, so whatever is registered for the tensors' device runs: the Triton launchers (CUDA), the
-// AscendC binding (NPU), the emulator's primitives (MXS_NPU_ON_CPU=1), the torch-operator fallbacks,
-// or a fake kernel under a fake-tensor trace.
+// _sorted_key_lookup_rows as one table of typed operator handles, looked up in the dispatcher
+// once. A call goes through the dispatcher like torch.ops.mx_sparse.<name>(...) from Python, so
+// whatever is registered for the tensors' device runs: the Triton launchers (CUDA), the AscendC
+// binding (NPU), the emulator's primitives (MXS_NPU_ON_CPU=1), the torch-operator fallbacks, or a
+// fake kernel under a fake-tensor trace. The optional ones have no fallback: a caller asks
+// has_kernel first.
 #pragma once
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>

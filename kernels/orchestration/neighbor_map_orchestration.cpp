@@ -30,8 +30,9 @@
 // builders hand them work that is ATen operators elsewhere: _sorted_key_lookup_rows writes the
 // sort's rows instead of positions (and a submanifold map's rows in input order), so rows_of and
 // the un-permutation's index_copy_ go, and a strided map's transpose beside it, so transpose_map's
-// scatter goes (the caller keeps it with the map); _conv_output_rows gives a strided map's output rows and
-// their query keys with the compaction, so the unpack and pack go. The same maps bit for bit.
+// scatter goes (the caller keeps it with the map); _conv_output_rows gives a strided map's output
+// rows and their query keys with the compaction, so the unpack and pack go. The same maps bit for
+// bit.
 //
 // Nothing here reads device data or makes a CPU tensor, so a builder still traces on fake CUDA
 // tensors (tests/cuda/test_fake_cuda_trace.py).

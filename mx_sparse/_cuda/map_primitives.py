@@ -106,6 +106,9 @@ def sorted_key_lookup_rows(query_keys, sorted_keys, key_deltas, group, key_bound
     ``scatter_rows``, query s's entries at row order[s]; with ``transpose_rows``, the map's transpose
     beside it) by the lookup's launch (ROWS, SCATTER, TRANSPOSE)."""
     kvol = key_deltas.shape[0]
+    if scatter_rows and transpose_rows:
+        raise ValueError("transpose_rows: a transpose is written for a lookup whose rows stay the queries' "
+                         f"(scatter_rows False), got {transpose_rows} with scatter_rows True")
     if _too_large(query_keys, sorted_keys, key_deltas):
         nbr = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
         if order is not None:

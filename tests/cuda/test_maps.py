@@ -181,6 +181,8 @@ def test_lookup_writing_rows(kvol):
         assert torch.equal(nbr, want)
         assert torch.equal(transposed, map_orchestration.scatter_transpose(want, 1500))
         assert int((transposed >= 0).sum()) == int((want >= 0).sum()) > 0
+    with pytest.raises(ValueError, match="transpose_rows"):
+        lookup(sorted_keys, sorted_keys, deltas, kvol, 20000, order, True, 1500)
 
 
 def _rows_and_queries(unique, count, out_shape, query_shape, stride):
