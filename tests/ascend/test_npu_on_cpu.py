@@ -22,6 +22,8 @@ from mx_sparse._accelerator import registration
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "cuda"))   # cuda_cases.network_step: the small network both paths run
+sys.path.insert(0, str(ROOT / "tests"))   # helpers: the call recorder (also in the subprocesses)
+from helpers import input_gradient_calls  # noqa: E402
 KERNELS = ("SubmMap", "ConvOutKeys", "UniqueSortedKeys", "GatherMm", "GatherMmBackpropFilter")
 
 pytestmark = [
@@ -132,26 +134,14 @@ def input_gradients(indices, shape, features, create_graphs, calls_mode=None):
 
 INPUT_GRADIENT = r"""
 import sys, torch
-from torch.utils._python_dispatch import TorchDispatchMode
 sys.path.insert(0, TESTS_ASCEND)
 from test_npu_on_cpu import input_gradients
+from helpers import RecordedCalls
 cpu = [l for l in torch._C._dispatch_dump("mx_sparse::_gather_mm_transposed").splitlines() if l.startswith("CPU:")]
 assert cpu and "registration.py" in cpu[0], cpu   # the emulator's AscendC GatherMm reading W transposed
 
-
-class Calls(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        first = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        self.seen.append((str(func), None if first is None else first.dim()))
-        return func(*args, **(kwargs or {}))
-
-
 indices, shape, features = torch.load(INPUTS)
-torch.save(input_gradients(indices, shape, features, (False, True), Calls), RESULT)
+torch.save(input_gradients(indices, shape, features, (False, True), RecordedCalls), RESULT)
 """
 
 
@@ -171,10 +161,7 @@ def test_input_gradients_read_the_weights_in_place_on_the_npu_path(tmp_path, sce
     assert proc.returncode == 0, proc.stderr[-4000:]
     (reference, _), = input_gradients(indices, shape, features, (False,))   # C++ CPU backend, this process
     for (grad, seen), create_graph in zip(torch.load(tmp_path / "result.pt"), (False, True)):
-        transposed = sum(name == "mx_sparse._gather_mm_transposed.default" for name, _ in seen)
-        weight_copies = sum(name in ("aten.index_select.default", "aten.clone.default") and dim == 3
-                            for name, dim in seen)
-        assert (transposed, weight_copies) == ((0, 2) if create_graph else (2, 0)), seen
+        assert input_gradient_calls(seen) == ((0, 2) if create_graph else (2, 0)), seen
         torch.testing.assert_close(grad, reference, rtol=1e-5, atol=1e-5 * reference.abs().max().item())
 
 

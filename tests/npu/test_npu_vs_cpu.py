@@ -77,18 +77,7 @@ def test_input_gradient_reads_the_weight_in_place():
     _gather_mm_transposed call (AscendC GatherMm reading the layer's weight transposed, offsets reversed
     for the submanifold map): no transposed copy of a weight (kernels/schema/autograd.cpp); with
     create_graph, gather_mm on the copy. Both within 1e-5 of the CPU backend."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Calls(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.seen = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            first = args[0] if args and isinstance(args[0], torch.Tensor) else None
-            self.seen.append((str(func), None if first is None else first.dim()))
-            return func(*args, **(kwargs or {}))
-
+    from helpers import RecordedCalls, input_gradient_calls
     ind, shape, bs = _scene()
     torch.manual_seed(0)
     net = mx_sparse.SparseSequential(mx_sparse.SubMConv3d(8, 16, 3, bias=False, indice_key="s1"),
@@ -100,10 +89,7 @@ def test_input_gradient_reads_the_weight_in_place():
     for create_graph in (False, True):
         f = feats.to(DEV).requires_grad_()
         loss = net(mx_sparse.SparseConvTensor(f, ind.to(DEV), shape, bs)).features.square().sum()
-        with Calls() as calls:
+        with RecordedCalls() as calls:
             grad = torch.autograd.grad(loss, f, create_graph=create_graph)[0].detach().cpu()
-        transposed = sum(name == "mx_sparse._gather_mm_transposed.default" for name, _ in calls.seen)
-        copies = sum(name in ("aten.index_select.default", "aten.clone.default") and dim == 3
-                     for name, dim in calls.seen)
-        assert (transposed, copies) == ((0, 2) if create_graph else (2, 0)), calls.seen
+        assert input_gradient_calls(calls.seen) == ((0, 2) if create_graph else (2, 0)), calls.seen
         assert _rel(grad, reference) <= 1e-5
