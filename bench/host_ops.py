@@ -120,27 +120,22 @@ def _stub_triton_launches(run_map_kernels=True):
 
 
 def _conv_output_rows_by_operators(sorted_keys, out_shape, query_shape, stride):
-    """_conv_output_rows (no fallback: an optional primitive) from the unique keys' fallback and the
-    orchestration's key arithmetic, as the strided builder computes it without the primitive."""
-    from mx_sparse._C import map_orchestration
+    """_conv_output_rows (no fallback: an optional primitive) from the unique keys' fallback, as the
+    strided builder computes it without the primitive."""
     from mx_sparse._accelerator import fallback
-    unique, count = fallback.unique_sorted_keys(sorted_keys)
-    rows = map_orchestration.unpack(unique, list(out_shape))
-    return rows.int(), map_orchestration.pack(rows, list(query_shape), [], list(stride)), count
+    from mx_sparse._cuda import map_primitives
+    return map_primitives.output_rows_by_operators(*fallback.unique_sorted_keys(sorted_keys), out_shape, query_shape,
+                                                   stride)
 
 
 def _sorted_key_lookup_rows_by_operators(query_keys, sorted_keys, key_deltas, group, key_bound, order, scatter_rows,
                                          transpose_rows):
-    """_sorted_key_lookup_rows (optional, no fallback) from the lookup's fallback and the
-    orchestration's rows_of, un-permutation and transpose, as the builders compute it without it."""
-    from mx_sparse._C import map_orchestration
+    """_sorted_key_lookup_rows (optional, no fallback) from the lookup's fallback, as the builders
+    compute it without the primitive."""
     from mx_sparse._accelerator import fallback
-    nbr = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
-    if order is not None:
-        nbr = map_orchestration.rows_of(nbr, order)
-        nbr = torch.empty_like(nbr).index_copy_(0, order, nbr) if scatter_rows else nbr
-    return nbr, (map_orchestration.scatter_transpose(nbr, transpose_rows) if transpose_rows
-                 else nbr.new_empty((0, key_deltas.shape[0])))
+    from mx_sparse._cuda import map_primitives
+    found = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
+    return map_primitives.lookup_rows_by_operators(found, order, scatter_rows, transpose_rows)
 
 
 # the optional map primitives' results computed from torch operators (they have no fallback)

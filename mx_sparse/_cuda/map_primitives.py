@@ -110,18 +110,26 @@ def sorted_key_lookup_rows(query_keys, sorted_keys, key_deltas, group, key_bound
         raise ValueError("transpose_rows: a transpose is written for a lookup whose rows stay the queries' "
                          f"(scatter_rows False), got {transpose_rows} with scatter_rows True")
     if _too_large(query_keys, sorted_keys, key_deltas):
-        nbr = fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group, key_bound)
-        if order is not None:
-            nbr = map_orchestration.rows_of(nbr, order)
-            nbr = torch.empty_like(nbr).index_copy_(0, order, nbr) if scatter_rows else nbr
-        return nbr, (map_orchestration.scatter_transpose(nbr, transpose_rows) if transpose_rows
-                     else nbr.new_empty((0, kvol)))
+        return lookup_rows_by_operators(fallback.sorted_key_lookup(query_keys, sorted_keys, key_deltas, group,
+                                                                   key_bound), order, scatter_rows, transpose_rows)
     # the transpose's cells no entry names stay -1
     tpose = torch.full((transpose_rows, kvol), fallback.NO_NEIGHBOR, dtype=torch.int32,
                        device=query_keys.device) if transpose_rows else None
     nbr = _lookup(query_keys, sorted_keys, key_deltas, query_keys if order is None else launch.aligned(order),
                   order is not None, scatter_rows, tpose)
     return nbr, nbr.new_empty((0, kvol)) if tpose is None else tpose
+
+
+def lookup_rows_by_operators(found, order, scatter_rows, transpose_rows):
+    """_sorted_key_lookup_rows' results from a lookup's positions ``found`` with ATen operators (the
+    orchestration's rows_of, un-permutation and scatter_transpose: what the builders do without the
+    primitive): the kernel's fallback for sizes past int32, and bench.host_ops' reference."""
+    nbr = found
+    if order is not None:
+        nbr = map_orchestration.rows_of(nbr, order)
+        nbr = torch.empty_like(nbr).index_copy_(0, order, nbr) if scatter_rows else nbr
+    return nbr, (map_orchestration.scatter_transpose(nbr, transpose_rows) if transpose_rows
+                 else nbr.new_empty((0, found.shape[1])))
 
 
 def _too_large(query_keys, sorted_keys, key_deltas) -> bool:
@@ -169,6 +177,14 @@ def unique_sorted_keys(sorted_keys):
     return unique, count
 
 
+def output_rows_by_operators(unique, count, out_shape, query_shape, stride):
+    """_conv_output_rows' results from the unique keys and their count with the orchestration's key
+    arithmetic (what the strided builder does without the primitive): the kernel's fallback for sizes
+    or axes it does not take, and bench.host_ops' reference."""
+    rows = map_orchestration.unpack(unique, list(out_shape))
+    return rows.int(), map_orchestration.pack(rows, list(query_shape), [], list(stride)), count
+
+
 # (out_shape, query_shape, stride) -> unique_runs_kernel's per-axis scalars: made once per geometry
 _output_axes = launch.ShapeCache(1024)
 
@@ -178,9 +194,7 @@ def conv_output_rows(sorted_keys, out_shape, query_shape, stride):
     run's key unpacked into its row and the row's query key beside the compaction."""
     c, dev, ndim = sorted_keys.shape[0], sorted_keys.device, len(out_shape)
     if c >= INT32_LIMIT or not 0 < ndim <= MAX_AXES:
-        unique, count = unique_sorted_keys(sorted_keys)
-        rows = map_orchestration.unpack(unique, list(out_shape))
-        return rows.int(), map_orchestration.pack(rows, list(query_shape), [], list(stride)), count
+        return output_rows_by_operators(*unique_sorted_keys(sorted_keys), out_shape, query_shape, stride)
     rows = torch.empty((c, 1 + ndim), dtype=torch.int32, device=dev)
     query = torch.empty((c,), dtype=torch.int64, device=dev)
     unique = torch.empty((c,), dtype=torch.int64, device=dev)

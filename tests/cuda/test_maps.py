@@ -181,6 +181,10 @@ def test_lookup_writing_rows(kvol):
         assert torch.equal(nbr, want)
         assert torch.equal(transposed, map_orchestration.scatter_transpose(want, 1500))
         assert int((transposed >= 0).sum()) == int((want >= 0).sum()) > 0
+        # the ATen route (sizes past int32, bench.host_ops' reference) gives the same
+        by_operators = map_primitives.lookup_rows_by_operators(positions, rows_of_order, False, 1500)
+        assert torch.equal(by_operators[0], nbr) and torch.equal(by_operators[1], transposed)
+    assert torch.equal(map_primitives.lookup_rows_by_operators(found, order, True, 0)[0], scattered)
     with pytest.raises(ValueError, match="transpose_rows"):
         lookup(sorted_keys, sorted_keys, deltas, kvol, 20000, order, True, 1500)
 
@@ -224,6 +228,8 @@ def test_output_rows_in_the_unique_launch(ndim):
         want_rows, want_query = _rows_and_queries(unique, int(count), out_shape, query_shape, stride)
         m = int(count)
         assert torch.equal(rows[:m], want_rows) and torch.equal(query[:m], want_query)
+        by_operators = map_primitives.output_rows_by_operators(unique, count, out_shape, query_shape, stride)
+        assert torch.equal(by_operators[0][:m], want_rows) and torch.equal(by_operators[1][:m], want_query)
         if grid is big:
             assert int(query[:m].max()) > 2 ** (20 * ndim) and int(unique[:m].max()) > 2 ** (20 * ndim - 2)
 
