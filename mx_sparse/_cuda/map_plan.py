@@ -19,6 +19,21 @@ are still masked (loaded as zero), as before. The order of rows changes which ro
 tile, never which terms a row's sum has, nor their order: each output row sums its present
 offsets in ascending offset order, as the ungated kernel did.
 
+Small maps keep their rows in map order (``order`` the identity, no key, no sort): a plan of at
+most SORTED_FROM_TILES - 1 tiles. What the sort buys is less issued work in total -- tiles whose
+rows share their offsets skip the rest -- and that shortens a kernel only where its programs run
+in more than one wave. A small map's kernels run in one: each of gather_mm_kernel's programs owns
+a tile (times a block or two of output channels), and the kernel takes as long as its busiest
+tile, which has (nearly) every offset sorted or not; each of the weight gradient's programs loops
+over the tiles its offsets are present in, and the centre offset of a submanifold map is present
+in every tile either way. Without the sort the plan is one launch instead of a torch sort (a few
+kernels and an allocation on a GPU, ~20 us of host time) plus that launch. This is a model of the
+GPU, not an observation (no GPU has run these kernels yet: docs/en/cuda.md). What changes with
+the order is rounding, never which terms are summed: the weight gradient adds the tiles in plan
+order and the BatchNorm that follows a training forward combines per-tile moments, so those bits
+differ between a sorted and an unsorted plan of the same map (both repeat from run to run: the
+choice is a function of the map's shape).
+
 The bitmask of a row has bit k set where nbr[m, k] >= 0, for the first 63 offsets (K > 63:
 rows that differ only in later offsets sort together; that costs issued work, never results);
 the key is int32 where the bitmask fits (K <= 31), a narrower sort. A map a builder made from
@@ -54,6 +69,10 @@ KEY_BITS = 63
 # Rows per program of the key kernel; offsets per step of the tile kernel's loop.
 KEY_ROWS = 128
 MAX_OFFSET_BLOCK = 128
+# Plans of fewer tiles keep the map's row order (module docstring): up to 63 tiles (2016 rows in
+# tiles of 32), times one or two output-channel blocks, is at most 126 programs, two per SM of an
+# A100 (108 SMs, the smallest GPU the kernels are compiled for): one wave.
+SORTED_FROM_TILES = 64
 
 _cache = WeakIdMap()
 
@@ -67,8 +86,15 @@ class MapPlan:
         self.checked_rows = set()     # the input row counts the map's entries were checked against
 
 
+def sorts(m: int, block_m: int) -> bool:
+    """Whether the plan of an ``m``-row map in tiles of ``block_m`` rows sorts its rows (module docstring)."""
+    return -(-m // block_m) >= SORTED_FROM_TILES
+
+
 def _build(nbr: torch.Tensor, block_m: int) -> MapPlan:
-    """Two Triton launches (plan_kernels.py) around one stable torch sort of the row keys."""
+    """One Triton launch (plan_kernels.py), after a stable torch sort of the row keys where the
+    plan sorts (``sorts``: a map of SORTED_FROM_TILES tiles or more; a smaller map's plan is that
+    launch alone, IN_MAP_ORDER)."""
     m, kvol = nbr.shape
     tiles, dev = -(-m // block_m), nbr.device
     order32 = torch.empty((m,), dtype=torch.int32, device=dev)
@@ -79,15 +105,19 @@ def _build(nbr: torch.Tensor, block_m: int) -> MapPlan:
         return MapPlan(order32, counts.zero_(), offsets, present, block_m, _version(nbr))
     nbr = launch.aligned(nbr)
     k = launch.plan_kernels()
-    key = built_maps.row_key(nbr)   # written by the lookup the map was built from, if it was
-    if key is None:
-        key = torch.empty((m,), dtype=key_dtype(kvol), device=dev)
-        launch.run(k.row_mask_kernel, "row_mask", "int32", f"m{KEY_ROWS}", (-(-m // KEY_ROWS),), (nbr, key),
-                   m, kvol, key_bits(kvol), BLOCK_M=KEY_ROWS, BLOCK_K=pow2(key_bits(kvol)))
-    order = torch.sort(key, stable=True).indices
-    launch.run(k.tile_plan_kernel, "tile_plan", "int32", f"m{block_m}", (tiles,),
+    in_map_order = not sorts(m, block_m)
+    if not in_map_order:
+        key = built_maps.row_key(nbr)   # written by the lookup the map was built from, if it was
+        if key is None:
+            key = torch.empty((m,), dtype=key_dtype(kvol), device=dev)
+            launch.run(k.row_mask_kernel, "row_mask", "int32", f"m{KEY_ROWS}", (-(-m // KEY_ROWS),), (nbr, key),
+                       m, kvol, key_bits(kvol), BLOCK_M=KEY_ROWS, BLOCK_K=pow2(key_bits(kvol)))
+        order = torch.sort(key, stable=True).indices
+    else:
+        order = nbr     # not read (IN_MAP_ORDER)
+    launch.run(k.tile_plan_kernel, "tile_plan", "int32", f"m{block_m}" + ("-as-is" if in_map_order else ""), (tiles,),
                (nbr, order, order32, counts, offsets, present), m, kvol,
-               BLOCK_M=block_m, BLOCK_K=min(pow2(kvol), MAX_OFFSET_BLOCK))
+               BLOCK_M=block_m, BLOCK_K=min(pow2(kvol), MAX_OFFSET_BLOCK), IN_MAP_ORDER=in_map_order)
     return MapPlan(order32, counts, offsets, present, block_m, _version(nbr))
 
 
@@ -100,7 +130,7 @@ def reference_build(nbr: torch.Tensor, block_m: int) -> MapPlan:
     live = nbr >= 0
     bits = key_bits(kvol)
     key = live.narrow(1, 0, bits).long().bitwise_left_shift(torch.arange(bits, device=nbr.device)).sum(1)
-    order = torch.sort(key, stable=True).indices
+    order = torch.sort(key, stable=True).indices if sorts(m, block_m) else torch.arange(m, device=nbr.device)
     padding = torch.zeros((tiles * block_m - m, kvol), dtype=torch.bool, device=nbr.device)
     present = torch.cat([live.index_select(0, order), padding]).view(tiles, block_m, kvol).any(1)
     # present offsets first, ascending, then the absent ones (a stable sort of the absent flags)

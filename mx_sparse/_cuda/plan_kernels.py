@@ -4,7 +4,8 @@ it only when a plan is first built).
 
   row_mask_kernel:   key[m] = sum of 2^k over the first KEY_BITS offsets k with nbr[m, k] >= 0
                      (the row's neighbour bitmask; int32 where it fits, else int64)
-  tile_plan_kernel:  for tile t of BLOCK_M rows in the sorted order: order32 = order as int32,
+  tile_plan_kernel:  for tile t of BLOCK_M rows in the sorted order (IN_MAP_ORDER: in the map's own
+                     order, a small map's plan, and ``order`` is not read): order32 = order as int32,
                      present[t, k] = 1 where some row of the tile has offset k, counts[t] their
                      number, offsets[t] the present offsets ascending, then the absent ones
                      ascending (what a stable sort of the absent flags gives)
@@ -46,11 +47,14 @@ def row_mask_kernel(nbr, key, m, kvol, bits, BLOCK_M: tl.constexpr, BLOCK_K: tl.
 
 @triton.jit(do_not_specialize=_SCALARS)
 def tile_plan_kernel(nbr, order, order32, counts, offsets, present, m, kvol,
-                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, IN_MAP_ORDER: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
     pos = t * BLOCK_M + tl.arange(0, BLOCK_M)
     inside = pos < m
-    rows = tl.load(order + pos, mask=inside, other=0)
+    if IN_MAP_ORDER:
+        rows = tl.where(inside, pos, 0)
+    else:
+        rows = tl.load(order + pos, mask=inside, other=0)
     tl.store(order32 + pos, rows.to(tl.int32), mask=inside)
     base = t * kvol
     # pass 1: which offsets the tile has, and how many

@@ -213,9 +213,10 @@ def test_triton_primitives_launch_kernels_on_cuda_tensors(trace, dtype):
     assert out.device.type == "cuda" and out.shape == (200, 16) and out.dtype == dtype
     dw = triton_primitives.gather_mm_backprop_filter_one_group(features, cuda(200, 16, dtype=dtype), nbr)
     assert dw.device.type == "cuda" and dw.shape == (27, 8, 16) and dw.dtype == dtype
-    # the map's plan (row keys, tiles: once, both gathers use 32-row tiles), gather, the filter's
-    # tile lists, filter (one split of 200 rows; for half types it also converts into dW itself)
-    assert sum(launch.launches.values()) == before + 2 + 1 + 1 + 1
+    # the map's plan (tiles only, once: both gathers use 32-row tiles, and a map of 7 tiles keeps its
+    # row order, map_plan.SORTED_FROM_TILES: no row keys), gather, the filter's tile lists, filter (one
+    # split of 200 rows; for half types it also converts into dW itself)
+    assert sum(launch.launches.values()) == before + 1 + 1 + 1 + 1
     check(log, reads, [])
 
 

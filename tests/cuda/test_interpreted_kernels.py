@@ -231,10 +231,11 @@ def test_results_repeat_bit_for_bit_and_plans_are_cached():
     assert map_plan.plan(nbr, 32, features.shape[0]) is not plan
 
 
-def test_rows_sorted_by_neighbour_mask():
+def test_rows_sorted_by_neighbour_mask(monkeypatch):
     """The plan's order groups rows by bitmask (stable), and each tile's offset list is exactly
-    the offsets present in its rows."""
+    the offsets present in its rows (a plan that sorts: SORTED_FROM_TILES lowered to this map's 3 tiles)."""
     from mx_sparse._cuda import map_plan
+    monkeypatch.setattr(map_plan, "SORTED_FROM_TILES", 3)
     nbr = torch.tensor([[0, -1, 2], [-1, -1, 3], [1, -1, 4], [-1, 5, -1], [6, -1, 7]], dtype=torch.int32)
     for build in (map_plan._build, map_plan.reference_build):     # the Triton kernels, the torch version
         plan = build(nbr, 2)
@@ -248,10 +249,14 @@ def test_rows_sorted_by_neighbour_mask():
 @pytest.mark.parametrize("m,kvol,block_m,density", [(100, 27, 32, 0.2), (1000, 27, 32, 0.05), (64, 40, 32, 0.3),
                                                     (77, 200, 16, 0.05), (3, 1, 32, 0.5), (0, 27, 32, 0.5),
                                                     (10, 0, 32, 0.5)])
-def test_plan_kernels_equal_the_torch_version(m, kvol, block_m, density):
+@pytest.mark.parametrize("sorted_from_tiles", [1, None], ids=["sorted", "as-is"])
+def test_plan_kernels_equal_the_torch_version(m, kvol, block_m, density, sorted_from_tiles, monkeypatch):
     """plan_kernels.py (int32 keys up to 31 offsets, int64 beyond; offsets in chunks of 128) against
-    map_plan.reference_build, bit for bit."""
+    map_plan.reference_build, bit for bit: plans that sort their rows (every one, SORTED_FROM_TILES
+    lowered to 1) and plans as the threshold leaves them (these maps keep their row order)."""
     from mx_sparse._cuda import map_plan
+    if sorted_from_tiles is not None:
+        monkeypatch.setattr(map_plan, "SORTED_FROM_TILES", sorted_from_tiles)
     g = torch.Generator().manual_seed(m + kvol)
     nbr = torch.where(torch.rand(m, kvol, generator=g) < density, torch.randint(0, 50, (m, kvol), generator=g),
                       -1).int()
@@ -264,11 +269,37 @@ def test_plan_kernels_equal_the_torch_version(m, kvol, block_m, density):
         assert a.dtype == b.dtype == torch.int32 and torch.equal(a, b), name
 
 
-def test_absent_neighbour_times_inf_is_skipped_or_nan():
+def test_small_maps_keep_their_row_order_with_the_same_sums(monkeypatch):
+    """A plan of fewer than SORTED_FROM_TILES tiles keeps the map's row order (no key, no sort); one
+    of that many tiles sorts. Either way each output row sums the same terms in the same order:
+    gather_mm and the input gradient are the same bits as with a sorted plan; the weight gradient,
+    which adds the tiles in plan order, agrees within rounding."""
+    from mx_sparse._cuda import map_plan
+    features, weight, grad, nbr = operands(300, 260, 27, 16, 32, 1, torch.float32, seed=7, density=0.3)
+    tiles = -(-300 // 32)
+    assert not map_plan.sorts(300, 32) and map_plan.sorts(map_plan.SORTED_FROM_TILES * 32, 32)
+    as_is = run_cuda_path(features, weight, grad, nbr, 1)
+    assert torch.equal(map_plan.plan(nbr, 32, 260).order, torch.arange(300, dtype=torch.int32))
+    monkeypatch.setattr(map_plan, "SORTED_FROM_TILES", tiles)
+    nbr_sorted = nbr.clone()      # a new tensor: a new plan
+    by_mask = run_cuda_path(features, weight, grad, nbr_sorted, 1)
+    order = map_plan.plan(nbr_sorted, 32, 260).order
+    assert not torch.equal(order, torch.arange(300, dtype=torch.int32))
+    assert torch.equal(order.long(), map_plan.reference_build(nbr, 32).order.long())
+    assert torch.equal(as_is[0], by_mask[0]) and torch.equal(as_is[1], by_mask[1])
+    torch.testing.assert_close(as_is[2], by_mask[2], rtol=1e-5, atol=1e-5)
+    expected = references(features, weight, grad, nbr, 1)
+    assert_close_to(as_is[2], expected[2], torch.float32, "filter gradient")
+
+
+def test_absent_neighbour_times_inf_is_skipped_or_nan(monkeypatch):
     """The absent-neighbour contract (docs/en/cuda.md, Limits): with an Inf in one offset's
     weight, an output lacking that neighbour is the skipping sum (the CPU kernels') where its
     whole tile lacks the offset, else NaN (0 x Inf); outputs having it are Inf/NaN as the
-    CPU's; everything else equals the CPU kernels' result."""
+    CPU's; everything else equals the CPU kernels' result. (A sorted plan, which groups the rows
+    lacking the offset into tiles of their own: this 7-tile map would keep its row order.)"""
+    from mx_sparse._cuda import map_plan
+    monkeypatch.setattr(map_plan, "SORTED_FROM_TILES", 1)
     features, weight, grad, nbr = operands(200, 150, 27, 16, 16, 1, torch.float32, seed=11, density=0.2)
     nbr[:, 5] = torch.where(torch.arange(200) % 7 == 0, nbr[:, 5].clamp(min=0), -1).int()  # offset 5: few rows
     weight[5, 3, 2] = float("inf")

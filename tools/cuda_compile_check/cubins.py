@@ -211,10 +211,13 @@ def map_configurations():
                {"nbr": "*i32", "key": key, "m": "i32", "kvol": "i32", "bits": "i32", "BLOCK_M": "constexpr",
                 "BLOCK_K": "constexpr"}, {"BLOCK_M": map_plan.KEY_ROWS, "BLOCK_K": map_plan.pow2(bits)}, {})
         for block_m in sorted({t.block_m for _, t in (*tiles.GATHER_TILES, *tiles.FILTER_TILES)}):
-            yield ("tile_plan_kernel", "int32", "-", f"m{block_m}-k{kvol}",
-                   {"nbr": "*i32", "order": "*i64", "order32": "*i32", "counts": "*i32", "offsets": "*i32",
-                    "present": "*i32", "m": "i32", "kvol": "i32", "BLOCK_M": "constexpr", "BLOCK_K": "constexpr"},
-                   {"BLOCK_M": block_m, "BLOCK_K": min(map_plan.pow2(kvol), map_plan.MAX_OFFSET_BLOCK)}, {})
+            for in_map_order in (False, True):   # a sorted plan, a small map's (order not read: nbr stands in)
+                yield ("tile_plan_kernel", "int32", "-", f"m{block_m}-k{kvol}" + ("-as-is" if in_map_order else ""),
+                       {"nbr": "*i32", "order": "*i32" if in_map_order else "*i64", "order32": "*i32",
+                        "counts": "*i32", "offsets": "*i32", "present": "*i32", "m": "i32", "kvol": "i32",
+                        "BLOCK_M": "constexpr", "BLOCK_K": "constexpr", "IN_MAP_ORDER": "constexpr"},
+                       {"BLOCK_M": block_m, "BLOCK_K": min(map_plan.pow2(kvol), map_plan.MAX_OFFSET_BLOCK),
+                        "IN_MAP_ORDER": in_map_order}, {})
     for aligned in (False, True):
         yield ("tile_lists_kernel", "int32", "-", f"t{tile_lists.BLOCK_T}" + ("a" if aligned else ""),
                {"present": "*i32", "lists": "*i32", "counts": "*i32", "tiles": "i32", "kvol": "i32", "gates": "i32",
