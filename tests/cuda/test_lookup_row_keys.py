@@ -23,6 +23,8 @@ def every_plan_sorts(monkeypatch):
     """The keys are what a sorted plan sorts: these maps (a few hundred rows) would keep their row
     order otherwise (map_plan.SORTED_FROM_TILES), reading no key at all."""
     monkeypatch.setattr(map_plan, "SORTED_FROM_TILES", 1)
+
+
 # (kernel, dilation): 27 offsets (int32 keys), 125 (int64 keys, 63 bits), 175 (the lookup's offsets in
 # two chunks of 128; bits past 63 not in the key), 24 (int32, a non-cubic window)
 SUBM = [((3, 3, 3), (1, 1, 1)), ((5, 5, 5), (1, 1, 1)), ((5, 5, 7), (1, 1, 1)), ((2, 3, 4), (1, 2, 1))]
