@@ -49,6 +49,19 @@ def test_gather_mm_and_gradients_match_cpu_backend(m, n_in, kvol, cin, cout, gro
         assert_close_to(actual, ref, dtype, what)
 
 
+@pytest.mark.parametrize("m", [700, 3000], ids=["in-map-order", "sorted"])
+def test_plans_equal_the_torch_version(m):
+    """The plan kernels (a small map's, in its row order; a larger one's, sorted by row bitmask)
+    against map_plan.reference_build on the same CUDA tensor, bit for bit."""
+    from mx_sparse._cuda import map_plan
+    nbr = operands(m, m, 27, 4, 4, 1, torch.float32, seed=m, density=0.3)[3].cuda()
+    assert map_plan.sorts(m, 32) == (m == 3000)
+    got, want = map_plan._build(nbr, 32), map_plan.reference_build(nbr, 32)
+    for name in ("order", "counts", "offsets", "present"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a.is_cuda and a.dtype == b.dtype == torch.int32 and torch.equal(a, b), name
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_bitwise_reproducible_run_to_run(dtype):
     features, weight, grad, nbr = (t.cuda() for t in operands(3000, 4000, 27, 32, 64, 1, dtype, seed=1))
