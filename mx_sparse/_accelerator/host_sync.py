@@ -25,7 +25,8 @@ A KITTI b1 training step on CUDA reads 5 times: the first submanifold map's valu
 user's indices) and the 4 strided maps' output counts.
 
 Raising an error reads the offending row for the message (a second read, on the error path
-only; build_subm_map's reads first the rows' flags, its value checks being a summary). The same reads happen on every accelerator (CUDA, NPU): the code is the same.
+only; build_subm_map first reads the rows' flags, its value checks being a summary). The same
+reads happen on every accelerator (CUDA, NPU): the code is the same.
 """
 import torch
 

@@ -106,15 +106,15 @@ def _build(nbr: torch.Tensor, block_m: int) -> MapPlan:
     nbr = launch.aligned(nbr)
     k = launch.plan_kernels()
     in_map_order = not sorts(m, block_m)
-    if not in_map_order:
+    if in_map_order:
+        order = nbr     # not read (IN_MAP_ORDER)
+    else:
         key = built_maps.row_key(nbr)   # written by the lookup the map was built from, if it was
         if key is None:
             key = torch.empty((m,), dtype=key_dtype(kvol), device=dev)
             launch.run(k.row_mask_kernel, "row_mask", "int32", f"m{KEY_ROWS}", (-(-m // KEY_ROWS),), (nbr, key),
                        m, kvol, key_bits(kvol), BLOCK_M=KEY_ROWS, BLOCK_K=pow2(key_bits(kvol)))
         order = torch.sort(key, stable=True).indices
-    else:
-        order = nbr     # not read (IN_MAP_ORDER)
     launch.run(k.tile_plan_kernel, "tile_plan", "int32", f"m{block_m}" + ("-as-is" if in_map_order else ""), (tiles,),
                (nbr, order, order32, counts, offsets, present), m, kvol,
                BLOCK_M=block_m, BLOCK_K=min(pow2(kvol), MAX_OFFSET_BLOCK), IN_MAP_ORDER=in_map_order)
@@ -128,9 +128,12 @@ def reference_build(nbr: torch.Tensor, block_m: int) -> MapPlan:
     m, kvol = nbr.shape
     tiles = -(-m // block_m)
     live = nbr >= 0
-    bits = key_bits(kvol)
-    key = live.narrow(1, 0, bits).long().bitwise_left_shift(torch.arange(bits, device=nbr.device)).sum(1)
-    order = torch.sort(key, stable=True).indices if sorts(m, block_m) else torch.arange(m, device=nbr.device)
+    if sorts(m, block_m):
+        bits = key_bits(kvol)
+        key = live.narrow(1, 0, bits).long().bitwise_left_shift(torch.arange(bits, device=nbr.device)).sum(1)
+        order = torch.sort(key, stable=True).indices
+    else:
+        order = torch.arange(m, device=nbr.device)
     padding = torch.zeros((tiles * block_m - m, kvol), dtype=torch.bool, device=nbr.device)
     present = torch.cat([live.index_select(0, order), padding]).view(tiles, block_m, kvol).any(1)
     # present offsets first, ascending, then the absent ones (a stable sort of the absent flags)
