@@ -2,7 +2,8 @@
 # One entry point for a fresh machine: sets up .venv (torch, deps, the compiled extension) if
 # needed, then runs the requested job.
 #   bash run.sh train   [args]   main job (examples/train_second.py; --help lists its options)
-#   bash run.sh test    [args]   the test suite (pytest args pass through)
+#   bash run.sh test    [args]   the test suite (pytest args pass through; the whole suite runs on
+#                                every core, pytest-xdist's -n auto, unless they say otherwise)
 #   bash run.sh bench   [args]   side-by-side benchmark against spconv (python -m bench --help)
 #   bash run.sh install          installs mx_sparse into the Python environment you are in
 #                                (python3 on PATH, or $MXS_PYTHON): a regular install, not editable
@@ -209,6 +210,18 @@ check_importable_beside_clone() {
   fi
 }
 
+# workers_args PYTEST_ARGS...: for the whole suite, "-n auto" (pytest-xdist: one worker per core;
+# the suite is mostly single-threaded Python: 23:37 -> 15:30 on 2 cores) unless the arguments choose
+# the workers (-n N, --numprocesses, -p no:xdist), want a test's output on the terminal (-s) or the
+# debugger (--pdb, --trace: one process). Named test files run in one process.
+workers_args() {
+  local a
+  for a in "$@"; do
+    case "$a" in -n|-n*|--numprocesses|--numprocesses=*|no:xdist|-s|--capture=no|--pdb|--trace) return 0 ;; esac
+  done
+  printf '%s\n' -n auto
+}
+
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"
 }
@@ -224,7 +237,8 @@ export MXS_CALLER_DIR="$CALLER_DIR"
 PY="$VENV/bin/python"
 case "$job" in
   train) CMD=("$PY" examples/train_second.py ${ARGS[@]+"${ARGS[@]}"}) ;;
-  test)  if [ "$HAS_TEST_PATH" = 1 ]; then CMD=("$PY" -m pytest ${ARGS[@]+"${ARGS[@]}"}); else CMD=("$PY" -m pytest tests ${ARGS[@]+"${ARGS[@]}"}); fi ;;
+  test)  if [ "$HAS_TEST_PATH" = 1 ]; then CMD=("$PY" -m pytest ${ARGS[@]+"${ARGS[@]}"})
+         else CMD=("$PY" -m pytest tests $(workers_args ${ARGS[@]+"${ARGS[@]}"}) ${ARGS[@]+"${ARGS[@]}"}); fi ;;
   bench) CMD=("$PY" -m bench ${ARGS[@]+"${ARGS[@]}"}) ;;
   # a regular (not editable) install: a regular package anywhere on sys.path wins over the
   # namespace package a clone folder named mx_sparse makes beside a script; an editable install's
@@ -245,7 +259,7 @@ cd "$ROOT"
 case "$job" in
   train) venv_setup matplotlib ;;   # matplotlib: the main job's loss/AP plot
   # triton: the CUDA backend's kernels run in its interpreter and compile to sm_80/sm_90 cubins in tests
-  test)  venv_setup pytest hypothesis "spconv==$(pin spconv)" mmengine
+  test)  venv_setup pytest pytest-xdist hypothesis "spconv==$(pin spconv)" mmengine
          setup_env "$PY" "$(triton_requirement "$PY")"
          install_open3d_oracle "$PY" ;;
   bench) venv_setup matplotlib "spconv==$(pin spconv)" ;;

@@ -4,7 +4,9 @@
     [00:12:40] still running tests/compat/test_spconv_suite.py::test_spconv_suite (110 s)
 
 pytest's own progress (a character per test) stops for as long as one test runs; some tests
-here run a whole pytest session in a subprocess. The line is written to a copy of the
+here run a whole pytest session in a subprocess. Under pytest-xdist (``run.sh test``: a worker
+per core) the line comes from the controller and names the test that has run longest of those
+the workers are running. The line is written to a copy of the
 terminal's file descriptor taken at start-up, which test output capture does not touch.
 MXS_TEST_HEARTBEAT_S=0 turns it off."""
 import os
@@ -19,7 +21,7 @@ class Heartbeat:
     def __init__(self, fd, silence_s):
         self.fd, self.silence_s = fd, silence_s
         self.lock = threading.Lock()
-        self.nodeid, self.started, self.last = None, 0.0, time.monotonic()
+        self.running, self.last = {}, time.monotonic()    # running: nodeid -> start (one per xdist worker)
         threading.Thread(target=self._watch, name="mxs-test-heartbeat", daemon=True).start()
 
     def _watch(self):
@@ -27,9 +29,10 @@ class Heartbeat:
             time.sleep(min(5.0, self.silence_s / 2))
             with self.lock:
                 now = time.monotonic()
-                if self.nodeid is None or now - self.last < self.silence_s:
+                if not self.running or now - self.last < self.silence_s:
                     continue
-                line = f"\n[{time.strftime('%H:%M:%S')}] still running {self.nodeid} ({now - self.started:.0f} s)\n"
+                nodeid, started = min(self.running.items(), key=lambda item: item[1])
+                line = f"\n[{time.strftime('%H:%M:%S')}] still running {nodeid} ({now - started:.0f} s)\n"
                 self.last = now
             try:
                 os.write(self.fd, line.encode())
@@ -39,7 +42,7 @@ class Heartbeat:
     @pytest.hookimpl
     def pytest_runtest_logstart(self, nodeid, location):
         with self.lock:
-            self.nodeid, self.started = nodeid, time.monotonic()
+            self.running[nodeid] = time.monotonic()
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report):
@@ -49,7 +52,8 @@ class Heartbeat:
     @pytest.hookimpl
     def pytest_runtest_logfinish(self, nodeid, location):
         with self.lock:
-            self.nodeid, self.last = None, time.monotonic()
+            self.running.pop(nodeid, None)
+            self.last = time.monotonic()
 
 
 def start(config):

@@ -48,8 +48,10 @@ def test_test_job_takes_test_paths_from_the_callers_directory(tmp_path):
     (tmp_path / "test_mine.py").write_text("def test_a():\n    pass\n")
     cmd = dry_run(["test", "test_mine.py::test_a", "-k", "subm", "-q"], cwd=tmp_path)
     assert cmd[1:] == ["-m", "pytest", f"{tmp_path}/test_mine.py::test_a", "-k", "subm", "-q"]
-    # without a path the whole suite is collected, as before
-    assert dry_run(["test", "-k", "subm"], cwd=tmp_path)[1:] == ["-m", "pytest", "tests", "-k", "subm"]
+    # without a path the whole suite is collected, on a worker per core unless the arguments choose
+    assert dry_run(["test", "-k", "subm"], cwd=tmp_path)[1:] == ["-m", "pytest", "tests", "-n", "auto", "-k", "subm"]
+    for own in (["-n", "0"], ["-n4"], ["--numprocesses=3"], ["-p", "no:xdist"], ["-s"], ["--pdb"]):
+        assert dry_run(["test", *own, "-k", "subm"], cwd=tmp_path)[1:] == ["-m", "pytest", "tests", *own, "-k", "subm"]
 
 
 def test_bench_and_unknown_job(tmp_path):
