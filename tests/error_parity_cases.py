@@ -15,7 +15,9 @@ I32, F32 = torch.int32, torch.float32
 # The NPU's own refusals (its kernels take no float64; its strided map builder computes in float32,
 # exact below 2^24): the cases where the NPU path refuses what the others compute, by design.
 NPU_OWN_REFUSALS = {"gather_mm: float64 (the NPU has no float64 kernels)",
-                    "build_conv_map: a coordinate of 2^24 (the NPU's strided map takes coordinates < 2^24)"}
+                    "build_conv_map: a coordinate of 2^24 (the NPU's strided map takes coordinates < 2^24)",
+                    "build_conv_map: pads 2^31 - 1 apart at stride 2 (the NPU's strided map takes extent + padding "
+                    "< 2^24)"}
 
 
 def idx(rows):
@@ -96,6 +98,11 @@ CASES = {
     "build_subm_map: kernel_size of 2 axes": ("build_subm_map", lambda: [IDX, GRID, 1, [3, 3], ONES]),
     "build_conv_map: a coordinate of 2^24 (the NPU's strided map takes coordinates < 2^24)": (
         "build_conv_map", lambda: [idx([[0, 0, 0, 2 ** 24]]), [1, 1, 2 ** 24 + 1], 1, ONES, ONES, ZEROS, ONES]),
+    # valid (the output grid fits int32); the grid the accelerator builder grows for the asymmetric
+    # padding does not, and the CPU and CUDA paths compute it
+    "build_conv_map: pads 2^31 - 1 apart at stride 2 (the NPU's strided map takes extent + padding < 2^24)": (
+        "build_conv_map", lambda: [idx([[0, 0, 0, 0], [0, 0, 0, 2]]), [1, 1, 3], 1, [1, 1, 3], [1, 1, 2],
+                                   [0, 0, 2 ** 31 - 1], ONES, ZEROS]),
     "build_conv_map: stride 0": ("build_conv_map", lambda: [IDX, GRID, 1, K3, [2, 0, 2], ZEROS, ONES]),
     "build_conv_map: negative padding": ("build_conv_map", lambda: [IDX, GRID, 1, K3, [2, 2, 2], [0, -1, 0], ONES]),
     "build_conv_map: row outside the grid": ("build_conv_map", lambda: [idx([[0, 0, 0, 4]]), GRID, 1, K3, [2, 2, 2],
@@ -138,6 +145,9 @@ CASES = {
     "sparse_max_pool: map int64": ("sparse_max_pool", lambda: [feats(), NBR.long()]),
     "sparse_max_pool_backward: argmax of other shape": (
         "sparse_max_pool_backward", lambda: [torch.ones(3, 4), torch.zeros(2, 4, dtype=torch.long), NBR, 3]),
+    # a features tensor without dimensions has no rows to count (the autograd node's num_rows)
+    "sparse_avg_pool: features without dimensions": ("sparse_avg_pool", lambda: [torch.tensor(1.0), NBR]),
+    "sparse_max_pool: features without dimensions": ("sparse_max_pool", lambda: [torch.tensor(1.0), NBR]),
     "sparse_avg_pool: map entry < -1": ("sparse_avg_pool", lambda: [feats(), nbr([[0, -2], [1, 2]])]),
     "sparse_avg_pool_backward: grad rows != map rows": ("sparse_avg_pool_backward", lambda: [torch.ones(2, 4), NBR,
                                                                                              3]),

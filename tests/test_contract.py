@@ -352,7 +352,7 @@ def test_batch_norm_relu_errors_come_from_the_contract():
     ACCELERATOR["batch_norm_relu_forward"](x.half(), None, None, None, None, True, 0.1, 1e-5)
     forward = [((x.view(2, 2, 3), None, None, None, None, True), "input: expected a [N, C] tensor, got 3 dimensions"),
                ((x.int(), None, None, None, None, True), "input: expected " + BN_DTYPES + ", got Int"),
-               ((x, c2, None, None, None, True), "weight: expected [3] (one per channel), got [2]"),
+               ((x, c2, None, None, None, True), "weight: expected [3] (one per channel of input), got [2]"),
                ((x, None, None, c3.int(), c3, True), "running_mean: expected " + BN_DTYPES + ", got Int"),
                ((x[:0], None, None, None, None, True), "input: expected at least one row to take statistics over, "
                                                         "got 0"),
@@ -360,14 +360,29 @@ def test_batch_norm_relu_errors_come_from_the_contract():
                                                   "false (normalising with the running statistics)")]
     for args, expected in forward:
         assert cpu_and_accelerator_error("batch_norm_relu_forward", *args, 0.1, 1e-5) == expected
-    assert cpu_and_accelerator_error("scale_shift_relu", x, c2, c3) == "scale: expected [3] (one per channel), got [2]"
+    assert cpu_and_accelerator_error("scale_shift_relu", x, c2, c3) == \
+        "scale: expected [3] (one per channel of input), got [2]"
     mean = c3.double()
     backward = [((x[:2], x, mean, mean, None, c3, c3), "grad: expected the shape of input [4, 3], got [2, 3]"),
                 ((x, x, mean.int(), mean, None, c3, c3), "mean: expected " + BN_DTYPES + ", got Int"),
-                ((x, x, mean, mean, None, c3, c2), "shift: expected [3] (one per channel), got [2]")]
+                ((x, x, mean, mean, None, c3, c2), "shift: expected [3] (one per channel of input), got [2]")]
     for args, expected in backward:
         assert cpu_and_accelerator_error("batch_norm_relu_backward", *args, True) == expected
     # every check runs before the running statistics are written
     running = torch.zeros(3)
     cpu_and_accelerator_error("batch_norm_relu_forward", x, c2, None, running, torch.zeros(3), True, 0.1, 1e-5)
     assert torch.equal(running, torch.zeros(3))
+
+
+def test_activation_vectors_are_checked_against_the_features_they_follow():
+    """The per-channel vectors of a gather's activation take their length from the features (or
+    gather_mm's source); the message names both, since either may be the wrong one (the long fuzz
+    found features of one channel too few blamed on scale alone)."""
+    features, grad, one, two = torch.randn(3, 2), torch.randn(2, 4), torch.ones(1), torch.ones(2)
+    nbr = idx([[0, -1], [1, 2]])
+    nbr_t = ops.transpose_map(nbr, 3)
+    assert cpu_and_accelerator_error("gather_mm_backprop_filter", features, grad, nbr, nbr_t, 1, False, one, two) == \
+        "scale: expected [2] (one per channel of features), got [1]"
+    weight = torch.randn(2, 2, 4)
+    assert cpu_and_accelerator_error("gather_mm", features, weight, nbr, nbr_t, 1, False, features, two, one) == \
+        "source_shift: expected [2] (one per channel of source), got [1]"

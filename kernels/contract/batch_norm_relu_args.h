@@ -28,12 +28,14 @@ inline void check_batch_norm_features(const at::Tensor& x, const char* name, boo
                     ", got ", x.scalar_type());
 }
 
-// A per-channel vector [c]; with `any_dtype` its dtype is not checked (scale_shift_relu converts it).
-inline void check_batch_norm_channel(const at::Tensor* t, int64_t c, const char* name, bool half_ok,
+// A per-channel vector [c], c the channels of the features argument `of` (named: the mismatch is
+// between the two, and either may be the wrong one); with `any_dtype` its dtype is not checked
+// (scale_shift_relu converts it).
+inline void check_batch_norm_channel(const at::Tensor* t, int64_t c, const char* name, const char* of, bool half_ok,
                                      bool any_dtype = false) {
   if (t == nullptr || !t->defined()) return;  // an absent optional argument
-  TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == c, name, ": expected [", c, "] (one per channel), got ",
-                    t->sizes());
+  TORCH_CHECK_VALUE(t->dim() == 1 && t->size(0) == c, name, ": expected [", c, "] (one per channel of ", of,
+                    "), got ", t->sizes());
   TORCH_CHECK_VALUE(any_dtype || is_batch_norm_dtype(t->scalar_type(), half_ok), name, ": expected ",
                     kBatchNormDtypes, ", got ", t->scalar_type());
 }
@@ -51,10 +53,10 @@ inline void check_batch_norm_relu_forward_args(const at::Tensor& input, const st
                                      {"running_mean", optional_ptr(running_mean)},
                                      {"running_var", optional_ptr(running_var)}});
   const int64_t c = input.size(1);
-  check_batch_norm_channel(optional_ptr(running_mean), c, "running_mean", half_ok);
-  check_batch_norm_channel(optional_ptr(running_var), c, "running_var", half_ok);
-  check_batch_norm_channel(optional_ptr(weight), c, "weight", half_ok);
-  check_batch_norm_channel(optional_ptr(bias), c, "bias", half_ok);
+  check_batch_norm_channel(optional_ptr(running_mean), c, "running_mean", "input", half_ok);
+  check_batch_norm_channel(optional_ptr(running_var), c, "running_var", "input", half_ok);
+  check_batch_norm_channel(optional_ptr(weight), c, "weight", "input", half_ok);
+  check_batch_norm_channel(optional_ptr(bias), c, "bias", "input", half_ok);
   TORCH_CHECK_VALUE(!batch_stats || input.size(0) > 0,
                     "input: expected at least one row to take statistics over, got 0");
   TORCH_CHECK_VALUE(batch_stats || (running_mean.has_value() && running_var.has_value()),
@@ -67,8 +69,8 @@ inline void check_scale_shift_relu_args(const at::Tensor& input, const at::Tenso
                                         bool half_ok = false) {
   check_batch_norm_features(input, "input", half_ok);
   check_same_device("input", input, {{"scale", &scale}, {"shift", &shift}});
-  check_batch_norm_channel(&scale, input.size(1), "scale", half_ok, true);
-  check_batch_norm_channel(&shift, input.size(1), "shift", half_ok, true);
+  check_batch_norm_channel(&scale, input.size(1), "scale", "input", half_ok, true);
+  check_batch_norm_channel(&shift, input.size(1), "shift", "input", half_ok, true);
 }
 
 // batch_norm_relu_backward(grad [N, C], input [N, C], mean, invstd, weight (or absent), scale, shift [C]).
@@ -82,11 +84,11 @@ inline void check_batch_norm_relu_backward_args(const at::Tensor& grad, const at
   TORCH_CHECK_VALUE(grad.sizes() == input.sizes(), "grad: expected the shape of input ", input.sizes(), ", got ",
                     grad.sizes());
   const int64_t c = input.size(1);
-  check_batch_norm_channel(&mean, c, "mean", half_ok);
-  check_batch_norm_channel(&invstd, c, "invstd", half_ok);
-  check_batch_norm_channel(optional_ptr(weight), c, "weight", half_ok);
-  check_batch_norm_channel(&scale, c, "scale", half_ok);
-  check_batch_norm_channel(&shift, c, "shift", half_ok);
+  check_batch_norm_channel(&mean, c, "mean", "input", half_ok);
+  check_batch_norm_channel(&invstd, c, "invstd", "input", half_ok);
+  check_batch_norm_channel(optional_ptr(weight), c, "weight", "input", half_ok);
+  check_batch_norm_channel(&scale, c, "scale", "input", half_ok);
+  check_batch_norm_channel(&shift, c, "shift", "input", half_ok);
 }
 
 // The activation a gather may be given with its features (schema.cpp: gather_mm's source,
@@ -109,8 +111,8 @@ inline bool check_gather_activation(const at::Tensor& like, const std::optional<
                     x->sizes());
   check_batch_norm_features(*x, x_name, half_ok);
   check_same_device(x_name, *x, {{scale_name, &*scale}, {shift_name, &*shift}});
-  check_batch_norm_channel(&*scale, x->size(1), scale_name, half_ok, true);
-  check_batch_norm_channel(&*shift, x->size(1), shift_name, half_ok, true);
+  check_batch_norm_channel(&*scale, x->size(1), scale_name, x_name, half_ok, true);
+  check_batch_norm_channel(&*shift, x->size(1), shift_name, x_name, half_ok, true);
   return true;
 }
 

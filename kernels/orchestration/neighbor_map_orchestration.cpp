@@ -306,7 +306,10 @@ class SubmMapBuild {
 
 // _conv_out_keys, which pads symmetrically: with pads_begin != pads_end it runs on the grid padded
 // by their difference on the larger side, padding min(pads_begin, pads_end) both ways (inputs shifted
-// up by pads_begin - that): the same outputs, reached by the same offsets (neighbor_map.py).
+// up by pads_begin - that): the same outputs, reached by the same offsets (neighbor_map.py). That grid
+// may pass int32 where the output grid does not (a difference near 2^31 with a stride of 2 or more):
+// its coordinates are then int64 (the primitive takes both; every geometry value is below 2^31, so
+// nothing here overflows int64).
 at::Tensor conv_out_keys(const at::Tensor& indices, c10::IntArrayRef shape, int64_t batch_size,
                          c10::IntArrayRef kernel, c10::IntArrayRef stride, c10::IntArrayRef pads_begin,
                          c10::IntArrayRef pads_end, c10::IntArrayRef dilation) {
@@ -315,16 +318,16 @@ at::Tensor conv_out_keys(const at::Tensor& indices, c10::IntArrayRef shape, int6
     return primitives.conv_out_keys.call(indices.contiguous(), shape, batch_size, kernel, stride, pads_begin, dilation);
   const size_t nd = shape.size();
   Values grown(nd), low(nd);
+  bool wide = false;
   for (size_t d = 0; d < nd; ++d) {
     grown[d] = shape[d] + std::abs(pads_begin[d] - pads_end[d]);
     low[d] = std::min(pads_begin[d], pads_end[d]);
-    TORCH_CHECK_VALUE(grown[d] <= INT32_MAX, "pads_begin, pads_end: ", list_str(pads_begin), " and ",
-                      list_str(pads_end), " differ by more than int32 coordinates address on the grid ",
-                      list_str(shape), " (accelerator map builder)");
+    wide = wide || grown[d] > INT32_MAX;
   }
-  std::vector<at::Tensor> columns{indices.select(1, 0)};
+  const at::Tensor source = wide ? indices.to(at::kLong) : indices;
+  std::vector<at::Tensor> columns{source.select(1, 0)};
   for (size_t d = 0; d < nd; ++d)
-    columns.push_back(indices.select(1, 1 + static_cast<int64_t>(d)) + (pads_begin[d] - low[d]));
+    columns.push_back(source.select(1, 1 + static_cast<int64_t>(d)) + (pads_begin[d] - low[d]));
   return primitives.conv_out_keys.call(at::stack(columns, 1).contiguous(), grown, batch_size, kernel, stride, low,
                                        dilation);
 }

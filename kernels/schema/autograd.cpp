@@ -378,10 +378,11 @@ class AvgPool : public torch::autograd::Function<AvgPool> {
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("mx_sparse::sparse_avg_pool", "")
                          .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    at::Tensor out = op.call(x, nbr);   // first: its checks name a features tensor without rows (no sym_size(0))
     ctx->save_for_backward({nbr});
     ctx->saved_data["num_rows"] = x.sym_size(0);
-    at::AutoDispatchBelowADInplaceOrView guard;
-    return op.call(x, nbr);
+    return out;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     static auto op = c10::Dispatcher::singleton()

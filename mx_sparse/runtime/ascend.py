@@ -238,6 +238,11 @@ def conv_out_keys(indices: torch.Tensor, spatial_shape: List[int], batch_size: i
     s / gcd(s, dilation) reach an output; the axis' j-th of them is its slot j and the row's slot is
     the row-major multi-index of the axis slots, J = contract.conv_out_slot_volume(...) (the
     kernel volume K at stride 1, where slot j is kernel offset j)."""
+    if indices.dtype == torch.int64:
+        # int64 coordinates: an asymmetric padding grew the builder's grid past int32 (conv_out_keys in
+        # kernels/orchestration/neighbor_map_orchestration.cpp), far past this kernel's 2^24: its limit's message
+        raise ValueError("spatial_shape: the Ascend strided-conv map needs extent + padding < 2^24 on every axis; "
+                         "build this map on the CPU backend")
     idx = _operand("indices", indices, (torch.int32,), 2)
     nd = len(spatial_shape)
     if idx.shape[1] != 1 + nd:

@@ -186,7 +186,7 @@ def test_native_backward_without_the_forwards_tensors_is_the_same():
     ("batch_norm_relu_forward", lambda: [torch.zeros(4, 3, dtype=torch.int32), None, None, None, None, True, 0.1,
                                          1e-5], "input: expected float32"),
     ("batch_norm_relu_forward", lambda: [torch.zeros(4, 3), torch.ones(2), None, None, None, True, 0.1, 1e-5],
-     r"weight: expected \[3\] \(one per channel\)"),
+     r"weight: expected \[3\] \(one per channel of input\)"),
     ("scale_shift_relu", lambda: [torch.zeros(4), torch.ones(4), torch.ones(4)], "input: expected a \\[N, C\\]"),
     ("batch_norm_relu_backward", lambda: [torch.zeros(5, 3), torch.zeros(4, 3), torch.zeros(3), torch.ones(3), None,
                                           torch.ones(3), torch.zeros(3), True], "grad: expected the shape of input"),

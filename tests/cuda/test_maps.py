@@ -91,6 +91,18 @@ def test_huge_sparse_grid_bitwise_equal():
                        CPU.build_subm_map(idx, shape, 2, [3, 3, 3], [1, 1, 1]))
 
 
+@pytest.mark.parametrize("pads_begin,pads_end", [(2**31 - 1, 0), (0, 2**31 - 1), (2**31 - 2, 1)])
+def test_asymmetric_padding_past_int32_bitwise_equal(pads_begin, pads_end):
+    """Pads ~2^31 apart at stride 2: the output grid fits int32 (the CPU builder takes it), the grid
+    the builder grows for _conv_out_keys' symmetric padding does not: its coordinates go in int64
+    (the long fuzz found them refused)."""
+    idx = torch.tensor([[0, 0], [0, 1], [0, 2], [1, 2]], dtype=torch.int32)
+    args = ([3], 2, [3], [2], [pads_begin], [1], [pads_end])
+    want = CPU.build_conv_map(idx, *args)
+    assert want[1].numel() > 0 and (want[1] >= 0).any()
+    assert_same_conv_map(CUDA["build_conv_map"](idx, *args), want)
+
+
 def test_lidar_scene_maps_bitwise_equal():
     """The first layers of SECOND on a generated KITTI-like scene (cropped to keep the test
     short): submanifold map, strided map, transpose."""
