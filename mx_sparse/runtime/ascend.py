@@ -238,13 +238,14 @@ def conv_out_keys(indices: torch.Tensor, spatial_shape: List[int], batch_size: i
     s / gcd(s, dilation) reach an output; the axis' j-th of them is its slot j and the row's slot is
     the row-major multi-index of the axis slots, J = contract.conv_out_slot_volume(...) (the
     kernel volume K at stride 1, where slot j is kernel offset j)."""
-    if indices.dtype == torch.int64:
-        # int64 coordinates: an asymmetric padding grew the builder's grid past int32 (conv_out_keys in
-        # kernels/orchestration/neighbor_map_orchestration.cpp), far past this kernel's 2^24: its limit's message
-        raise ValueError("spatial_shape: the Ascend strided-conv map needs extent + padding < 2^24 on every axis; "
-                         "build this map on the CPU backend")
-    idx = _operand("indices", indices, (torch.int32,), 2)
     nd = len(spatial_shape)
+    if isinstance(indices, torch.Tensor) and indices.dtype != torch.int32:
+        # the kernel's limits first, as the binding checks them (mx_sparse_npu.cpp): int64 coordinates come
+        # from a grid the builder grew past int32 (an asymmetric padding, kernels/orchestration), far past
+        # the limits' 2^24, whose message names it. No rows: the library checks and reads nothing.
+        _call("mxs_emu_conv_out_keys", None, 0, nd, _i64_array(spatial_shape), int(batch_size),
+              _i64_array(kernel_size), _i64_array(stride), _i64_array(padding), _i64_array(dilation), None)
+    idx = _operand("indices", indices, (torch.int32,), 2)
     if idx.shape[1] != 1 + nd:
         raise ValueError(f"indices: expected shape [N, {1 + nd}] (batch + {nd} coordinates), got {list(idx.shape)}")
     for name, values in (("kernel_size", kernel_size), ("stride", stride), ("padding", padding),
